@@ -1,0 +1,3 @@
+from rust_kernels.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""Checking and packing launch arguments by the kernel's schema (`Kernel.args`), for both backends.
+
+Everything here runs before a launch: a wrong count, type, dtype, device, a non-contiguous array or an out-of-range
+scalar raises an ArgumentError naming the argument; nothing is launched and no memory is touched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rust_kernels.errors import ArgumentError, ArgumentTypeError
+from rust_kernels.kernels import Kernel
+from rust_kernels.spec import SCALARS
+
+INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1), "u64": (0, 2**64 - 1)}
+F32_MAX = float(np.finfo(np.float32).max)
+TORCH_DTYPES = {"float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8", "uint32": "<u4", "uint64": "<u8"}
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One argument as the launcher passes it: a pointer (with the byte extent behind it) or a scalar."""
+
+    type: str  # "ptr" or a scalar type name ("i32", "f32", ...)
+    value: int | float
+    nbytes: int = 0
+
+
+def _where(kernel: Kernel, index: int) -> str:
+    name, rust_type = kernel.args[index]
+    return f"{kernel.name}: argument {index} ({name}: {rust_type})"
+
+
+def _contiguous(shape: Sequence[int], strides: Sequence[int] | None, itemsize: int) -> bool:
+    if strides is None:
+        return True
+    expected = itemsize
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _torch_pointer(where: str, value: Any, typestr: str, device: int) -> Packed:
+    kind = TORCH_DTYPES.get(str(value.dtype).removeprefix("torch."))
+    if kind != typestr:
+        raise ArgumentError(f"{where}: expected a tensor of {typestr}, got dtype {value.dtype}")
+    if value.device.type != "cuda" or value.device.index != device:
+        raise ArgumentError(f"{where}: expected a tensor on cuda:{device}, got one on {value.device}")
+    if not value.is_contiguous():
+        raise ArgumentError(f"{where}: expected a contiguous tensor, got strides {tuple(value.stride())}")
+    return Packed("ptr", value.data_ptr(), value.numel() * value.element_size())
+
+
+def _device_of(pointer: int) -> int | None:
+    from rust_kernels.cuda import pointer_device
+
+    return pointer_device(pointer)
+
+
+def _cuda_pointer(where: str, value: Any, typestr: str, device: int) -> Packed:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 2**64:
+            raise ArgumentError(f"{where}: a raw device pointer must be a non-negative 64-bit address, got {value}")
+        return Packed("ptr", value)  # raw pointers carry no extent or dtype to check
+    if hasattr(value, "data_ptr") and hasattr(value, "is_contiguous"):
+        return _torch_pointer(where, value, typestr, device)
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is None:
+        kind = "a host (NumPy) array" if hasattr(value, "__array_interface__") else type(value).__name__
+        raise ArgumentTypeError(
+            f"{where}: expected a device array (__cuda_array_interface__) or a raw device pointer, got {kind}"
+        )
+    packed = _interface_pointer(where, interface, typestr)
+    owner = _device_of(packed.value) if packed.value else device
+    if owner != device:
+        raise ArgumentError(f"{where}: expected memory on device {device}, got memory on device {owner}")
+    return packed
+
+
+def _interface_pointer(where: str, interface: dict, typestr: str) -> Packed:
+    if interface["typestr"] != typestr:
+        raise ArgumentError(f"{where}: expected an array of {typestr}, got typestr {interface['typestr']}")
+    shape = tuple(interface["shape"])
+    itemsize = np.dtype(typestr).itemsize
+    if not _contiguous(shape, interface.get("strides"), itemsize):
+        raise ArgumentError(f"{where}: expected a C-contiguous array, got strides {interface.get('strides')}")
+    return Packed("ptr", interface["data"][0], math.prod(shape) * itemsize)
+
+
+def _host_pointer(where: str, value: Any, typestr: str) -> Packed:
+    interface = getattr(value, "__array_interface__", None)
+    if interface is None:
+        raise ArgumentTypeError(
+            f"{where}: the host backend takes NumPy arrays for pointer arguments, got {type(value).__name__}"
+        )
+    return _interface_pointer(where, interface, typestr)
+
+
+def _scalar(where: str, value: Any, kind: str) -> Packed:
+    if isinstance(value, bool | np.bool_):
+        raise ArgumentTypeError(f"{where}: expected a number, got a bool")
+    if kind in INT_RANGES:
+        if not isinstance(value, int | np.integer):
+            raise ArgumentTypeError(f"{where}: expected an integer, got {type(value).__name__}")
+        low, high = INT_RANGES[kind]
+        if not low <= int(value) <= high:
+            raise ArgumentError(f"{where}: {value} is out of the {kind} range [{low}, {high}]")
+        return Packed(kind, int(value))
+    if not isinstance(value, int | float | np.integer | np.floating):
+        raise ArgumentTypeError(f"{where}: expected a float, got {type(value).__name__}")
+    value = float(value)
+    if kind == "f32" and math.isfinite(value) and abs(value) > F32_MAX:
+        raise ArgumentError(f"{where}: {value} does not fit in an f32")
+    return Packed(kind, value)
+
+
+def pack(kernel: Kernel, values: Sequence[Any], backend: str, device: int = 0) -> list[Packed]:
+    """Checks `values` against the kernel's signature and returns them packed for `backend` ("cuda" or "host")."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise ArgumentTypeError(f"{kernel.name}: args must be a sequence, got {type(values).__name__}")
+    if len(values) != len(kernel.args):
+        names = ", ".join(name for name, _ in kernel.args)
+        raise ArgumentError(f"{kernel.name} takes {len(kernel.args)} arguments ({names}), got {len(values)}")
+    packed = []
+    for index, (arg, value) in enumerate(zip(kernel.spec.args, values, strict=True)):
+        where = _where(kernel, index)
+        if arg.is_pointer:
+            typestr = SCALARS[arg.element(kernel.dtype)]
+            if backend == "cuda":
+                packed.append(_cuda_pointer(where, value, typestr, device))
+            else:
+                packed.append(_host_pointer(where, value, typestr))
+        else:
+            packed.append(_scalar(where, value, arg.type))
+    return packed
+
+
+def _dim3(name: str, value: Any) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int | np.integer) for d in dims):
+        raise ArgumentError(f"{name}: expected an int or 1 to 3 ints, got {value!r}")
+    x, y, z = (*map(int, dims), 1, 1)[:3]
+    if min(x, y, z) < 1:
+        raise ArgumentError(f"{name}: every dimension must be at least 1, got {value!r}")
+    return (x, y, z)
+
+
+def launch_config(
+    kernel: Kernel, grid: Any, block: Any, packed: list[Packed], shared_mem: int | None
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """Checks grid, block and shared memory against the kernel's spec; returns them normalised."""
+    grid3, block3 = _dim3("grid", grid), _dim3("block", block)
+    if block3 != kernel.block_dim:
+        raise ArgumentError(f"block: {kernel.id} is written for a CTA of {kernel.block_dim}, got {block3}")
+    scalars = {a.name: p.value for a, p in zip(kernel.spec.args, packed, strict=True) if not a.is_pointer}
+    expected = kernel.grid_dim(scalars)
+    if grid3 != expected:
+        raise ArgumentError(f"grid: {kernel.name} expects {expected} for these arguments, got {grid3}")
+    shared = kernel.shared_mem_bytes if shared_mem is None else shared_mem
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < kernel.shared_mem_bytes:
+        raise ArgumentError(f"shared_mem: {kernel.id} needs at least {kernel.shared_mem_bytes} bytes, got {shared!r}")
+    return grid3, block3, shared

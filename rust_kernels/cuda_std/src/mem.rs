@@ -1,0 +1,29 @@
+//! Element access through raw pointers. Kernels read and write memory with these methods rather than `*p.add(i)`:
+//! on the device they compile to a plain load or store, and on the host the emulator checks each access against
+//! the bounds of the launch's arguments and of shared memory.
+
+/// Indexed loads, stores and float atomics on `*mut T`.
+pub trait DevicePtr<T: Copy> {
+    /// Reads element `i`.
+    ///
+    /// # Safety
+    /// Element `i` must lie inside the allocation `self` points into.
+    unsafe fn load(self, i: usize) -> T;
+    /// Writes element `i`.
+    ///
+    /// # Safety
+    /// Element `i` must lie inside the allocation `self` points into.
+    unsafe fn store(self, i: usize, value: T);
+}
+
+impl<T: Copy> DevicePtr<T> for *mut T {
+    #[inline(always)]
+    unsafe fn load(self, i: usize) -> T {
+        unsafe { crate::arch::mem::element(self, i, "read").read() }
+    }
+
+    #[inline(always)]
+    unsafe fn store(self, i: usize, value: T) {
+        unsafe { crate::arch::mem::element(self, i, "write").write(value) }
+    }
+}
