@@ -17,7 +17,7 @@ def is_torch(a: Any) -> bool:
 
 
 def dtype_name(a: Any) -> str:
-    """"f32"/"f64" for a float32/float64 array of any supported library, else the library's own name."""
+    """ "f32"/"f64" for a float32/float64 array of any supported library, else the library's own name."""
     raw = str(a.dtype).removeprefix("torch.")
     return NAMES.get(raw, raw)
 

@@ -139,7 +139,9 @@ def _ptxas(ptxas: Path, crate: Path, arch: str, ptx: str) -> bytes:
     source, cubin = crate / "kernel.ptx", crate / f"kernel.{arch}.cubin"
     source.write_text(ptx)
     with step(f"ptxas -arch={arch}"):
-        done = subprocess.run([str(ptxas), f"-arch={arch}", str(source), "-o", str(cubin)], capture_output=True, text=True)
+        done = subprocess.run(
+            [str(ptxas), f"-arch={arch}", str(source), "-o", str(cubin)], capture_output=True, text=True
+        )
     if done.returncode:
         raise BuildError(f"ptxas rejected the PTX of {crate}:\n{done.stderr.strip()}")
     return cubin.read_bytes()

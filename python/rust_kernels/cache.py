@@ -113,3 +113,15 @@ def resolve(source_key: str) -> str | None:
         return (cache_dir() / "by-source" / source_key).read_text().strip() or None
     except OSError:
         return None
+
+
+def export(entries: list[Entry], destination: Path) -> None:
+    """Copies entries (and their source-key pointers) into another cache directory, e.g. to carry to a GPU machine
+    without Rust."""
+    for entry in entries:
+        target = destination / "kernels" / entry.path.name
+        if not target.exists():
+            shutil.copytree(entry.path, target)
+        pointer = destination / "by-source" / entry.meta["source_key"]
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        pointer.write_text(entry.path.name)

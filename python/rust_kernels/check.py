@@ -48,7 +48,7 @@ class Result:
 
 def inputs(shape: tuple[int, int, int, int], dtype: str, seed: int = 0) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed)
-    batches, channels, height, width = shape
+    channels = shape[1]
     np_dtype = DTYPES[dtype].numpy
     dy = rng.standard_normal(shape).astype(np_dtype)
     x = rng.standard_normal(shape).astype(np_dtype) * 2 + 0.5
@@ -114,7 +114,7 @@ def run(backend: str, shapes: list[tuple[int, int, int, int]] | None = None, out
             r = check_one(kernel.block_dim[0], kernel.dtype, shape, backend)
             results.append(r)
             print(
-                f"{r.kernel_id:<42} {str(shape):<20} {r.max_abs:>12.3e} {r.max_rel:>12.3e} {r.tolerance:>11.3e} "
+                f"{r.kernel_id:<42} {shape!s:<20} {r.max_abs:>12.3e} {r.max_rel:>12.3e} {r.tolerance:>11.3e} "
                 f"{r.worst:>8.3f}  {'PASS' if r.passed else 'FAIL'}",
                 file=out,
                 flush=True,

@@ -1,9 +1,9 @@
 """`python -m rust_kernels <command>`:
-  run       the main job: build every catalogue kernel, validate its PTX with ptxas, cross-check on the GPU if
-            there is one, else on the host emulator, and say what could not be done
-  build     render and build kernels to PTX (+ cubin) into the cache
-  check     cross-check kernels against the reference (--backend cuda|host)
-  generate  write generated Rust: --host-catalogue PATH (used by the host extension's build script)
+run       the main job: build every catalogue kernel, validate its PTX with ptxas, cross-check on the GPU if
+          there is one, else on the host emulator, and say what could not be done
+build     render and build kernels to PTX (+ cubin) into the cache
+check     cross-check kernels against the reference (--backend cuda|host)
+generate  write generated Rust: --host-catalogue PATH (used by the host extension's build script)
 """
 
 from __future__ import annotations
@@ -16,17 +16,32 @@ from rust_kernels import codegen
 from rust_kernels.kernels import instances
 
 
-def _build_all(arch: str | None) -> int:
-    from rust_kernels.builder import build
-    from rust_kernels.toolchain import find_ptxas
+def _build_all(arch: str | None, export: Path | None = None) -> None:
+    """Builds every catalogue instance; where no Rust toolchain exists, checks that a carried cache holds them."""
+    from rust_kernels import cache
+    from rust_kernels.builder import cached_entry
+    from rust_kernels.errors import ToolchainMissing
+    from rust_kernels.toolchain import find_ptxas, find_toolchain
 
+    try:
+        find_toolchain()
+        verb = "built"
+    except ToolchainMissing as missing:
+        print(f"No Rust toolchain here ({missing}); using the kernels already in the cache.")
+        verb = "found in the cache"
     kernels = instances()
+    entries = []
     for number, kernel in enumerate(kernels, 1):
-        path = build(kernel, arch)
-        print(f"[{number}/{len(kernels)}] {kernel.id}: {path}", flush=True)
-    has_ptxas = find_ptxas() is not None
-    print(f"built {len(kernels)} kernels; PTX {'validated by ptxas (cubins beside it)' if has_ptxas else 'NOT validated: no ptxas'}")
-    return len(kernels)
+        entry = cached_entry(kernel, arch)
+        entries.append(entry)
+        cubins = sorted(p.name for p in entry.path.glob("*.cubin")) or ["no cubin"]
+        print(f"[{number}/{len(kernels)}] {kernel.id}: {entry.path} ({', '.join(cubins)})", flush=True)
+    validated = all(any(e.path.glob("*.cubin")) for e in entries)
+    ptxas = "validated by ptxas (cubins beside it)" if validated else f"not all validated (ptxas: {find_ptxas()})"
+    print(f"{len(kernels)} kernels {verb}; PTX {ptxas}")
+    if export is not None:
+        cache.export(entries, export)
+        print(f"exported {len(entries)} entries to {export} (use it with RUST_KERNELS_CACHE_DIR={export})")
 
 
 def _check(backend: str) -> int:
@@ -59,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("run", "build"):
         sub = commands.add_parser(name)
         sub.add_argument("--arch", help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
+    commands.choices["build"].add_argument(
+        "--export", type=Path, help="also copy the built entries into this directory, a cache to carry elsewhere"
+    )
     check = commands.add_parser("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda")
     generate = commands.add_parser("generate")
@@ -68,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.command == "run":
         return _run(options.arch)
     if options.command == "build":
-        _build_all(options.arch)
+        _build_all(options.arch, options.export)
         return 0
     if options.command == "check":
         return _check(options.backend)

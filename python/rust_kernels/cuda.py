@@ -98,7 +98,9 @@ def stream_handle(stream: Any) -> int:
     for attribute in ("cuda_stream", "ptr", "handle"):
         if hasattr(stream, attribute):
             return int(getattr(stream, attribute))
-    raise ArgumentTypeError(f"stream: expected None, an int handle or a CUDA stream object, got {type(stream).__name__}")
+    raise ArgumentTypeError(
+        f"stream: expected None, an int handle or a CUDA stream object, got {type(stream).__name__}"
+    )
 
 
 class CudaKernel:

@@ -21,7 +21,9 @@ def _extension() -> Any:
     try:
         from rust_kernels import _host
     except ImportError as err:
-        raise RustKernelsError(f"the host emulator extension rust_kernels._host is not built ({err}): {BUILD_HINT}")
+        raise RustKernelsError(
+            f"the host emulator extension rust_kernels._host is not built ({err}): {BUILD_HINT}"
+        ) from None
     return _host
 
 

@@ -3,8 +3,9 @@
 
 rustc calls ``LINKER --export-symbol SYM ... INPUTS -L DIR ... --target T --target-cpu CPU -o OUT.ptx -O3 [--debug]``.
 This links the bitcode of every input (rlib members included), keeps only the exported symbols, optimises and
-emits PTX: ``llvm-link`` -> ``opt`` (internalize + O3 + globaldce) -> ``llc``. The LLVM tools come from the
-directory in ``RUST_KERNELS_LLVM_BIN`` (set by the build, matching rustc's LLVM), or from PATH.
+emits PTX: ``llvm-link`` -> ``opt`` -> ``llc``. ``opt`` internalizes and drops dead code before O3, so O3 sees only
+what the kernel uses, not all of core (14 s -> under 1 s per kernel). The LLVM tools come from the directory in
+``RUST_KERNELS_LLVM_BIN`` (set by the build, matching rustc's LLVM), or from PATH.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def main(argv: list[str]) -> int:
             [
                 tool("opt"),
                 f"--internalize-public-api-list={','.join(exports)}",
-                f"--passes=default<O{opt_level}>,internalize,globaldce",
+                f"--passes=internalize,globaldce,default<O{opt_level}>",
                 str(linked),
                 "-o",
                 str(optimised),

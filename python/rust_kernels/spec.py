@@ -39,9 +39,9 @@ IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONST = re.compile(r"^[A-Z][A-Z0-9_]*$")
 # Rust keywords (strict and reserved) are not identifiers; Python's are checked too since names become attributes.
 RUST_KEYWORDS = frozenset(
-    "as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move "
-    "mut pub ref return self Self static struct super trait true type unsafe use where while abstract become box do "
-    "final gen macro override priv try typeof unsized virtual yield".split()
+    """as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move
+    mut pub ref return self Self static struct super trait true type unsafe use where while abstract become box do
+    final gen macro override priv try typeof unsized virtual yield""".split()
 )
 
 

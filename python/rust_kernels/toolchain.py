@@ -103,8 +103,7 @@ def find_toolchain() -> Toolchain:
             return found
         reasons.append(found)
     raise ToolchainMissing(
-        f"No Rust toolchain that can build {TARGET} PTX was found ({'; '.join(reasons) or 'no rustc'}). "
-        + INSTALL_HINT
+        f"No Rust toolchain that can build {TARGET} PTX was found ({'; '.join(reasons) or 'no rustc'}). " + INSTALL_HINT
     )
 
 

@@ -17,7 +17,10 @@ fn main() {
         .env("PYTHONPATH", root.join("python"))
         .status()
         .unwrap_or_else(|err| panic!("running {python} -m rust_kernels generate: {err}"));
-    assert!(status.success(), "{python} -m rust_kernels generate --host-catalogue failed ({status})");
+    assert!(
+        status.success(),
+        "{python} -m rust_kernels generate --host-catalogue failed ({status})"
+    );
     for input in ["codegen", "python/rust_kernels"] {
         println!("cargo:rerun-if-changed={}", root.join(input).display());
     }

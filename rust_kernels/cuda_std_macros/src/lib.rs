@@ -44,7 +44,10 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
             return Err(syn::Error::new(input.span(), "#[kernel] functions take no `self`"));
         };
         let Pat::Ident(ident) = typed.pat.as_ref() else {
-            return Err(syn::Error::new(typed.pat.span(), "#[kernel] parameters must be plain names"));
+            return Err(syn::Error::new(
+                typed.pat.span(),
+                "#[kernel] parameters must be plain names",
+            ));
         };
         params.push((ident.ident.clone(), typed.ty.as_ref().clone()));
     }
@@ -58,12 +61,14 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let device_attrs = &func.attrs;
     let host_attrs: Vec<_> = func.attrs.iter().filter(|a| !is_no_mangle(a)).collect();
     let ptx_abi: Abi = syn::parse_quote!(extern "ptx-kernel");
-    let c_abi: Abi = syn::parse_quote!(extern "C");
+    let c_abi: Abi = syn::parse_quote!(extern "C-unwind"); // emulated threads fail by unwinding
 
     let host_static = format_ident!("{}__HOST", name);
     let name_str = LitStr::new(&name.to_string(), name.span());
-    let param_names: Vec<LitStr> =
-        params.iter().map(|(id, _)| LitStr::new(&id.to_string(), id.span())).collect();
+    let param_names: Vec<LitStr> = params
+        .iter()
+        .map(|(id, _)| LitStr::new(&id.to_string(), id.span()))
+        .collect();
     let param_types: Vec<_> = params.iter().map(|(_, ty)| ty).collect();
     let indices = 0..params.len();
 

@@ -18,7 +18,12 @@ mod catalogue {
     include!(concat!(env!("OUT_DIR"), "/catalogue.rs"));
 }
 
-create_exception!(_host, KernelError, PyRuntimeError, "A launch in the host emulator failed.");
+create_exception!(
+    _host,
+    KernelError,
+    PyRuntimeError,
+    "A launch in the host emulator failed."
+);
 
 type ParamList = Vec<(&'static str, &'static str)>;
 
@@ -27,7 +32,13 @@ type ParamList = Vec<(&'static str, &'static str)>;
 fn kernels() -> Vec<(&'static str, &'static str, ParamList)> {
     catalogue::CATALOGUE
         .iter()
-        .map(|e| (e.id, e.source_sha256, e.kernel.params.iter().map(|p| (p.name, p.ty)).collect()))
+        .map(|e| {
+            (
+                e.id,
+                e.source_sha256,
+                e.kernel.params.iter().map(|p| (p.name, p.ty)).collect(),
+            )
+        })
         .collect()
 }
 
@@ -61,9 +72,19 @@ fn launch(
         .iter()
         .find(|e| e.id == id)
         .ok_or_else(|| PyKeyError::new_err(format!("no kernel {id:?} in the host catalogue")))?;
-    let args = args.iter().map(|(kind, value, bytes)| arg(kind, value, *bytes)).collect::<PyResult<Vec<_>>>()?;
-    let config = LaunchConfig { grid, block, shared_mem_bytes: shared_mem, checked };
-    py.allow_threads(|| host::launch(entry.kernel, &config, &args))
+    let args = args
+        .iter()
+        .map(|(kind, value, bytes)| arg(kind, value, *bytes))
+        .collect::<PyResult<Vec<_>>>()?;
+    let config = LaunchConfig {
+        grid,
+        block,
+        shared_mem_bytes: shared_mem,
+        checked,
+    };
+    // SAFETY: rust_kernels.args checked each pointer argument against the NumPy array it came from, whose `bytes`
+    // stay alive for this call (the caller holds the arrays); checked mode bounds-checks every access.
+    py.allow_threads(|| unsafe { host::launch(entry.kernel, &config, &args) })
         .map_err(|err| KernelError::new_err(err.to_string()))
 }
 

@@ -1,0 +1,146 @@
+//! What an emulated thread knows about itself and its launch, kept in a thread-local while it runs the kernel.
+
+use super::cta::Cta;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// The unwind payload that takes a thread out of a failed CTA. It is raised with `resume_unwind`, which skips the
+/// panic hook: the failure is reported once, as the launch's error, and nothing is printed.
+pub(crate) struct Abort;
+
+pub(crate) fn abort() -> ! {
+    std::panic::resume_unwind(Box::new(Abort))
+}
+
+/// Memory a kernel may address: an argument's buffer or the CTA's dynamic shared memory.
+pub(crate) struct Region {
+    pub name: &'static str,
+    pub base: usize,
+    pub len: usize,
+}
+
+/// What all CTAs of a launch share.
+pub(crate) struct Launch {
+    pub kernel: &'static str,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub checked: bool,
+    /// The exposed address of the shared-memory buffer, which each CTA reuses in turn.
+    pub shared: usize,
+    /// The pointer arguments, then shared memory.
+    pub regions: Vec<Region>,
+}
+
+/// `(x,y,z)`, as block and thread coordinates appear in error messages.
+pub(crate) fn coords([x, y, z]: [u32; 3]) -> String {
+    format!("({x},{y},{z})")
+}
+
+/// The emulated thread running on this OS thread.
+pub(crate) struct Current {
+    pub cta: Arc<Cta>,
+    pub thread: [u32; 3],
+    /// `x + y * block_dim_x + z * block_dim_x * block_dim_y`: the lane is this % 32, the warp this / 32.
+    pub linear: u32,
+}
+
+impl Current {
+    /// Where this thread is, for error messages.
+    pub fn location(&self) -> String {
+        format!("block {} thread {}", coords(self.cta.block_idx), coords(self.thread))
+    }
+
+    /// Fails the launch with `message` (the first failure of a launch is the one reported) and leaves the kernel.
+    pub fn fail(&self, message: String) -> ! {
+        self.cta.fail(message);
+        abort()
+    }
+
+    /// Checked mode: fails the launch unless element `i` of the `size`-byte elements at `addr` lies inside the
+    /// argument or shared-memory region `addr` points into. A pointer one past a region's end counts as pointing
+    /// into it, so that `ptr.add(n)` is reported against its buffer.
+    pub fn check_element(&self, addr: usize, i: usize, size: usize, align: usize, access: &str) {
+        let kernel = self.cta.launch.kernel;
+        let span = i
+            .checked_mul(size)
+            .and_then(|offset| offset.checked_add(addr))
+            .and_then(|start| start.checked_add(size));
+        let mut home = None;
+        for region in &self.cta.launch.regions {
+            if addr < region.base || addr - region.base > region.len {
+                continue;
+            }
+            if span.is_some_and(|end| end - region.base <= region.len) {
+                // Rust sizes are multiples of the alignment, so only the base address can be misaligned.
+                if !addr.is_multiple_of(align) {
+                    self.fail(format!(
+                        "kernel {kernel}: misaligned {access} {} {} at element {i}: address {addr:#x} is not a \
+                         multiple of {align}, in {}",
+                        preposition(access),
+                        region.name,
+                        self.location()
+                    ));
+                }
+                return;
+            }
+            home.get_or_insert(region);
+        }
+        let message = match home {
+            Some(region) => {
+                let size = size.max(1);
+                let element = ((addr - region.base) / size) as u128 + i as u128;
+                format!(
+                    "kernel {kernel}: out-of-bounds {access} {} {name} at element {element} ({name} has {} elements) \
+                     in {}",
+                    preposition(access),
+                    region.len / size,
+                    self.location(),
+                    name = region.name,
+                )
+            }
+            None => format!(
+                "kernel {kernel}: out-of-bounds {access} at element {i} of address {addr:#x}, which lies in no \
+                 pointer argument and not in dynamic shared memory, in {}",
+                self.location()
+            ),
+        };
+        self.fail(message)
+    }
+}
+
+fn preposition(access: &str) -> &'static str {
+    if access == "read" {
+        "from"
+    } else {
+        "to"
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// Makes this OS thread the emulated thread `current` until [`leave`].
+pub(crate) fn enter(current: Current) {
+    CURRENT.set(Some(current));
+}
+
+pub(crate) fn leave() {
+    CURRENT.take();
+}
+
+/// Runs `f` on the current emulated thread; `what` names the device function for the panic outside a launch.
+pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Current) -> R) -> R {
+    CURRENT.with_borrow(|current| match current {
+        Some(current) => f(current),
+        None => panic!(
+            "cuda_std: {what} called outside a kernel launch (the host emulator runs kernels with \
+             `cuda_std::host::launch`)"
+        ),
+    })
+}
+
+/// Runs `f` on the current emulated thread, if this OS thread is one.
+pub(crate) fn try_with_current<R>(f: impl FnOnce(Option<&Current>) -> R) -> R {
+    CURRENT.with_borrow(|current| f(current.as_ref()))
+}

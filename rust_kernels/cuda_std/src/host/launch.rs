@@ -1,0 +1,197 @@
+//! Launching a kernel on the host: argument checks, then the CTAs one after another, each CTA's threads as
+//! concurrent OS threads.
+
+use super::context::{self, coords, Abort, Current, Launch, Region};
+use super::cta::Cta;
+use super::kernel::{ArgValue, HostKernel};
+use std::any::Any;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread;
+
+/// Kernel code runs on these threads; generated kernels keep little on the stack.
+const THREAD_STACK_BYTES: usize = 256 << 10;
+
+const MAX_THREADS_PER_BLOCK: u64 = 1024;
+
+/// The unit of the shared-memory buffer, for its 16-byte alignment.
+#[derive(Clone, Copy)]
+#[repr(align(16))]
+struct Chunk {
+    _bytes: [u8; 16],
+}
+
+/// Launch dimensions, the dynamic shared-memory size, and whether element accesses are bounds-checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem_bytes: usize,
+    pub checked: bool,
+}
+
+/// A kernel argument; `bytes` is the extent of the buffer behind a pointer (0 for scalars), which checked launches
+/// enforce.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arg {
+    pub value: ArgValue,
+    pub bytes: usize,
+}
+
+/// Why a launch failed; the message names the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchError {
+    message: String,
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for LaunchError {}
+
+/// Runs `kernel` over the grid and waits for it.
+///
+/// # Safety
+/// Pointer arguments must address at least `bytes` bytes that stay valid for the launch. In a checked launch every
+/// element access must fall inside one of them or inside the CTA's shared memory; an access that does not, a
+/// deadlock, or a panic in kernel code fails the launch, and no further CTA runs.
+pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
+    validate(kernel, config, args)?;
+
+    let mut shared_memory = vec![Chunk { _bytes: [0; 16] }; config.shared_mem_bytes.div_ceil(16)];
+    let shared = shared_memory.as_mut_ptr().cast::<u8>();
+
+    let mut regions: Vec<Region> = kernel
+        .params
+        .iter()
+        .zip(args)
+        .filter_map(|(param, arg)| match arg.value {
+            ArgValue::Ptr(base) => Some(Region {
+                name: param.name,
+                base,
+                len: arg.bytes,
+            }),
+            _ => None,
+        })
+        .collect();
+    regions.push(Region {
+        name: "dynamic shared memory",
+        base: shared.expose_provenance(),
+        len: config.shared_mem_bytes,
+    });
+    let launch = Arc::new(Launch {
+        kernel: kernel.name,
+        grid: config.grid,
+        block: config.block,
+        checked: config.checked,
+        shared: shared.expose_provenance(),
+        regions,
+    });
+    let values: Vec<ArgValue> = args.iter().map(|arg| arg.value).collect();
+
+    let [gx, gy, gz] = config.grid;
+    for z in 0..gz {
+        for y in 0..gy {
+            for x in 0..gx {
+                // Unwritten shared memory reads as all-ones bits: NaN for floats, as uninitialised data should.
+                // SAFETY: the buffer holds `shared_mem_bytes` bytes, and the previous CTA's threads have all ended.
+                unsafe { shared.write_bytes(0xFF, config.shared_mem_bytes) };
+                let cta = Arc::new(Cta::new(Arc::clone(&launch), [x, y, z]));
+                run_cta(kernel, &cta, &values);
+                if let Some(message) = cta.take_error() {
+                    return Err(LaunchError { message });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
+    let name = kernel.name;
+    let fail = |message: String| Err(LaunchError { message });
+    if args.len() != kernel.params.len() {
+        return fail(format!(
+            "kernel {name} takes {} arguments but {} were passed",
+            kernel.params.len(),
+            args.len()
+        ));
+    }
+    for (param, arg) in kernel.params.iter().zip(args) {
+        if !arg.value.fits(param.ty) {
+            return fail(format!(
+                "kernel {name}: parameter {} is {} but was passed {:?}",
+                param.name, param.ty, arg.value
+            ));
+        }
+    }
+    if config.grid.contains(&0) {
+        return fail(format!(
+            "kernel {name}: grid {} has a zero dimension",
+            coords(config.grid)
+        ));
+    }
+    let threads = config.block.iter().map(|&d| u64::from(d)).product::<u64>();
+    if threads == 0 || threads > MAX_THREADS_PER_BLOCK {
+        return fail(format!(
+            "kernel {name}: block {} has {threads} threads; a block has 1 to {MAX_THREADS_PER_BLOCK}",
+            coords(config.block)
+        ));
+    }
+    Ok(())
+}
+
+/// Runs every thread of one CTA to its end.
+fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
+    let [bx, by, bz] = cta.launch.block;
+    thread::scope(|scope| {
+        for linear in 0..bx * by * bz {
+            let current = Current {
+                cta: Arc::clone(cta),
+                thread: [linear % bx, linear / bx % by, linear / (bx * by)],
+                linear,
+            };
+            let spawned = thread::Builder::new()
+                .stack_size(THREAD_STACK_BYTES)
+                .spawn_scoped(scope, move || run_thread(kernel, current, values));
+            if let Err(err) = spawned {
+                // The threads already started leave at their next barrier or warp operation.
+                cta.fail(format!("kernel {}: cannot start a thread: {err}", kernel.name));
+                break;
+            }
+        }
+    });
+}
+
+fn run_thread(kernel: &HostKernel, current: Current, values: &[ArgValue]) {
+    let (cta, thread, linear) = (Arc::clone(&current.cta), current.thread, current.linear);
+    context::enter(current);
+    // SAFETY: `launch` checked the arguments against the kernel's parameters; the caller vouches for the buffers.
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { (kernel.call)(values) }));
+    context::leave();
+    if let Err(payload) = outcome {
+        if !payload.is::<Abort>() {
+            cta.fail(format!(
+                "kernel {}: panicked in block {} thread {}: {}",
+                kernel.name,
+                coords(cta.block_idx),
+                coords(thread),
+                panic_message(&*payload)
+            ));
+        }
+    }
+    cta.exit(linear);
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    match payload.downcast_ref::<&str>() {
+        Some(message) => message,
+        None => payload
+            .downcast_ref::<String>()
+            .map_or("(a non-string panic payload)", String::as_str),
+    }
+}

@@ -1,0 +1,25 @@
+//! Host emulation of the device API (every target but nvptx64), so that kernels run on the CPU.
+//!
+//! [`launch`] runs a kernel's CTAs one after another. Each thread of a CTA is an OS thread, so `sync_threads` and
+//! the warp operations are real rendezvous with PTX semantics; threads that have returned no longer take part, as on
+//! the hardware. Shared memory starts as 0xFF bytes (NaN floats). A checked launch bounds-checks every element
+//! access against the pointer arguments and shared memory. Out-of-bounds accesses, deadlocks and panics in kernel
+//! code fail the launch with a [`LaunchError`] naming the kernel, instead of corrupting memory or hanging.
+
+pub mod atomic;
+pub mod math;
+pub mod mem;
+pub mod shared;
+pub mod thread;
+pub mod warp;
+
+mod context;
+mod cta;
+mod kernel;
+mod launch;
+
+#[cfg(test)]
+mod tests;
+
+pub use kernel::{ArgValue, FromArg, HostKernel, Param, PointerTarget};
+pub use launch::{launch, Arg, LaunchConfig, LaunchError};

@@ -1,0 +1,746 @@
+//! Tests of the emulator. Kernels that succeed use `#[kernel]`; kernels whose launch must fail are plain
+//! `unsafe fn(&[ArgValue])`, since a failing thread unwinds, and `#[kernel]` makes the kernel `extern "C"`.
+
+use super::{Arg, ArgValue, FromArg, HostKernel, LaunchConfig, LaunchError, Param};
+
+/// Every buffer these tests pass outlives its launch.
+fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
+    unsafe { super::launch(kernel, config, args) }
+}
+use crate::prelude::*;
+use crate::thread::*;
+use crate::warp::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+const FULL: u32 = u32::MAX;
+
+fn config(grid: [u32; 3], block: [u32; 3], shared_mem_bytes: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid,
+        block,
+        shared_mem_bytes,
+        checked: true,
+    }
+}
+
+fn buffer<T>(data: &mut [T]) -> Arg {
+    Arg {
+        value: ArgValue::Ptr(data.as_mut_ptr().expose_provenance()),
+        bytes: size_of_val(data),
+    }
+}
+
+fn scalar(value: ArgValue) -> Arg {
+    Arg { value, bytes: 0 }
+}
+
+fn launch_error(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> String {
+    launch(kernel, config, args)
+        .expect_err("the launch should fail")
+        .to_string()
+}
+
+fn linear_tid() -> u32 {
+    thread_idx_x() + block_dim_x() * (thread_idx_y() + block_dim_y() * thread_idx_z())
+}
+
+#[kernel]
+unsafe fn indices(out: *mut u32) {
+    let block = block_idx_x() + grid_dim_x() * (block_idx_y() + grid_dim_y() * block_idx_z());
+    let threads = block_dim_x() * block_dim_y() * block_dim_z();
+    let base = (block * threads + linear_tid()) as usize * 8;
+    let grid = grid_dim_x() * 100 + grid_dim_y() * 10 + grid_dim_z();
+    let values = [
+        thread_idx_x(),
+        thread_idx_y(),
+        thread_idx_z(),
+        block_idx_x(),
+        block_idx_y(),
+        block_idx_z(),
+    ];
+    for (k, value) in values.into_iter().chain([lane_id(), grid]).enumerate() {
+        unsafe { out.store(base + k, value) };
+    }
+}
+
+#[test]
+fn indices_of_every_thread() {
+    let (grid, block) = ([2, 3, 1], [4, 3, 5]);
+    let mut out = vec![u32::MAX; 6 * 60 * 8];
+    launch(&indices__HOST, &config(grid, block, 0), &[buffer(&mut out)]).unwrap();
+    assert_eq!(
+        indices__HOST.params,
+        &[Param {
+            name: "out",
+            ty: "*mut u32"
+        }]
+    );
+    let mut rows = out.chunks(8);
+    for (bz, by, bx) in (0..1).flat_map(|z| (0..3).flat_map(move |y| (0..2).map(move |x| (z, y, x)))) {
+        for (tz, ty, tx) in (0..5).flat_map(|z| (0..3).flat_map(move |y| (0..4).map(move |x| (z, y, x)))) {
+            let lane = (tx + 4 * (ty + 3 * tz)) % 32;
+            assert_eq!(rows.next().unwrap(), [tx, ty, tz, bx, by, bz, lane, 231]);
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "thread_idx_x called outside a kernel launch")]
+fn indices_outside_a_launch_panic() {
+    thread_idx_x();
+}
+
+#[test]
+fn argument_types() {
+    assert_eq!(<*const u16>::TYPE, "*const u16");
+    assert_eq!(<*mut f64>::TYPE, "*mut f64");
+    assert_eq!(i64::TYPE, "i64");
+    assert_eq!(f32::from_arg(&ArgValue::F32(1.5)), 1.5);
+    assert_eq!(<*mut u8>::from_arg(&ArgValue::Ptr(64)).addr(), 64);
+}
+
+#[kernel]
+unsafe fn block_sum(x: *mut f32, sums: *mut f32, saw_nan: *mut u32) {
+    let tid = thread_idx_x() as usize;
+    let n = block_dim_x() as usize;
+    let shared = crate::shared::dynamic_shared_mem::<f32>();
+    unsafe {
+        saw_nan.store(block_idx_x() as usize * n + tid, u32::from(shared.load(tid).is_nan()));
+        shared.store(tid, x.load(block_idx_x() as usize * n + tid));
+        sync_threads();
+        let mut stride = n / 2;
+        while stride > 0 {
+            if tid < stride {
+                shared.store(tid, shared.load(tid) + shared.load(tid + stride));
+            }
+            sync_threads();
+            stride /= 2;
+        }
+        if tid == 0 {
+            sums.store(block_idx_x() as usize, shared.load(0));
+        }
+    }
+}
+
+#[test]
+fn cta_sum_through_shared_memory() {
+    let mut x: Vec<f32> = (0..3 * 128).map(|i| i as f32).collect();
+    let (mut sums, mut saw_nan) = (vec![0.0f32; 3], vec![0u32; 3 * 128]);
+    let args = [buffer(&mut x), buffer(&mut sums), buffer(&mut saw_nan)];
+    launch(&block_sum__HOST, &config([3, 1, 1], [128, 1, 1], 128 * 4), &args).unwrap();
+    for (b, sum) in sums.iter().enumerate() {
+        assert_eq!(*sum, (0..128).map(|i| (b * 128 + i) as f32).sum::<f32>());
+    }
+    // Every CTA starts with shared memory reset to NaN, whatever the previous CTA left there.
+    assert!(saw_nan.iter().all(|&nan| nan == 1));
+}
+
+const MODES: [ShuffleMode; 4] = [ShuffleMode::Up, ShuffleMode::Down, ShuffleMode::Xor, ShuffleMode::Idx];
+
+/// `shfl.sync`'s source lane and predicate, written from the PTX ISA's description for a segment `width` wide.
+fn ptx_source(mode: ShuffleMode, lane: u32, b: u32, width: u32) -> (u32, bool) {
+    let b = b & 31;
+    let first = lane / width * width;
+    let last = first + width - 1;
+    let (source, ok) = match mode {
+        ShuffleMode::Up => (lane.wrapping_sub(b), lane >= b && lane - b >= first),
+        ShuffleMode::Down => (lane + b, lane + b <= last),
+        ShuffleMode::Xor => (lane ^ b, lane ^ b <= last),
+        ShuffleMode::Idx => (first + b % width, true),
+    };
+    if ok {
+        (source, true)
+    } else {
+        (lane, false)
+    }
+}
+
+const DELTAS: u32 = 40;
+
+/// `b` of a shuffle: the delta, except for `idx`, where each lane reads a different lane.
+fn shuffle_operand(mode: ShuffleMode, delta: u32, lane: u32) -> u32 {
+    if mode == ShuffleMode::Idx {
+        delta + 7 * lane
+    } else {
+        delta
+    }
+}
+
+fn narrow_value(tid: u32) -> u32 {
+    0xA000_0000 | (tid * 16 + 3)
+}
+
+fn wide_value(tid: u32) -> u64 {
+    u64::from(tid + 1) << 36 | u64::from(0x5555_0000 + tid)
+}
+
+#[kernel]
+unsafe fn shuffles(mode: u32, width: u32, wide: u32, values: *mut u64, oks: *mut u32) {
+    let (mode, tid) = (MODES[mode as usize], thread_idx_x());
+    for delta in 0..DELTAS {
+        let b = shuffle_operand(mode, delta, lane_id());
+        let (value, ok) = if wide == 1 {
+            let value = wide_value(tid);
+            match mode {
+                ShuffleMode::Up => warp_shuffle_up(FULL, value, b, width),
+                ShuffleMode::Down => warp_shuffle_down(FULL, value, b, width),
+                ShuffleMode::Xor => warp_shuffle_xor(FULL, value, b, width),
+                ShuffleMode::Idx => warp_shuffle_idx(FULL, value, b, width),
+            }
+        } else {
+            let value = narrow_value(tid);
+            let (value, ok) = match mode {
+                ShuffleMode::Up => warp_shuffle_up(FULL, value, b, width),
+                ShuffleMode::Down => warp_shuffle_down(FULL, value, b, width),
+                ShuffleMode::Xor => warp_shuffle_xor(FULL, value, b, width),
+                ShuffleMode::Idx => warp_shuffle_idx(FULL, value, b, width),
+            };
+            (u64::from(value), ok)
+        };
+        let at = (delta * block_dim_x() + tid) as usize;
+        unsafe {
+            values.store(at, value);
+            oks.store(at, u32::from(ok));
+        }
+    }
+}
+
+#[test]
+fn every_shuffle_mode_follows_ptx() {
+    let threads = 64;
+    for (m, &mode) in MODES.iter().enumerate() {
+        for width in [32, 16, 4, 1] {
+            for wide in [false, true] {
+                let mut values = vec![0u64; (DELTAS * threads) as usize];
+                let mut oks = vec![0u32; values.len()];
+                let args = [
+                    scalar(ArgValue::U32(m as u32)),
+                    scalar(ArgValue::U32(width)),
+                    scalar(ArgValue::U32(u32::from(wide))),
+                    buffer(&mut values),
+                    buffer(&mut oks),
+                ];
+                launch(&shuffles__HOST, &config([1, 1, 1], [threads, 1, 1], 0), &args).unwrap();
+                for delta in 0..DELTAS {
+                    for tid in 0..threads {
+                        let lane = tid % 32;
+                        let (source, ok) = ptx_source(mode, lane, shuffle_operand(mode, delta, lane), width);
+                        let source = tid - lane + source;
+                        let value = if wide {
+                            wide_value(source)
+                        } else {
+                            u64::from(narrow_value(source))
+                        };
+                        let at = (delta * threads + tid) as usize;
+                        let case = format!("{mode:?} width {width} wide {wide} delta {delta} thread {tid}");
+                        assert_eq!((values[at], oks[at]), (value, u32::from(ok)), "{case}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[kernel]
+unsafe fn partial_warp(values: *mut u32, masks: *mut u32) {
+    let tid = thread_idx_x();
+    let mask = activemask();
+    let (value, _) = warp_shuffle_down(FULL, tid, 4, 32);
+    unsafe {
+        values.store(tid as usize, value);
+        masks.store(tid as usize, mask);
+    }
+}
+
+#[test]
+fn shuffle_from_a_missing_lane_gives_all_ones() {
+    let (mut values, mut masks) = (vec![0u32; 40], vec![0u32; 40]);
+    let args = [buffer(&mut values), buffer(&mut masks)];
+    launch(&partial_warp__HOST, &config([1, 1, 1], [40, 1, 1], 0), &args).unwrap();
+    // The second warp has lanes 0..8 only: its lanes 4..8 read lanes that do not exist.
+    for tid in 0..40 {
+        let expected = match tid {
+            28..32 => tid,
+            36..40 => u32::MAX,
+            _ => tid + 4,
+        };
+        assert_eq!(values[tid as usize], expected, "thread {tid}");
+        assert_eq!(masks[tid as usize], if tid < 32 { FULL } else { 0xFF });
+    }
+}
+
+#[kernel]
+unsafe fn early_exit(out: *mut u32) {
+    let tid = thread_idx_x();
+    if lane_id() >= 20 {
+        return;
+    }
+    sync_threads();
+    let results = [
+        activemask(),
+        warp_vote_ballot(FULL, lane_id().is_multiple_of(2)),
+        warp_shuffle_idx(FULL, tid, 19, 32).0,
+        sync_threads_count(u32::from(tid.is_multiple_of(4))),
+    ];
+    for (k, result) in results.into_iter().enumerate() {
+        unsafe { out.store(tid as usize * 4 + k, result) };
+    }
+}
+
+#[test]
+fn exited_threads_do_not_block_barriers_or_warps() {
+    let mut out = vec![0u32; 64 * 4];
+    launch(
+        &early_exit__HOST,
+        &config([1, 1, 1], [64, 1, 1], 0),
+        &[buffer(&mut out)],
+    )
+    .unwrap();
+    for tid in (0..64).filter(|tid| tid % 32 < 20) {
+        let expected = [0xF_FFFF, 0x5_5555, tid / 32 * 32 + 19, 10];
+        assert_eq!(out[tid as usize * 4..][..4], expected, "thread {tid}");
+    }
+}
+
+#[kernel]
+unsafe fn votes(out: *mut u32) {
+    let (tid, lane) = (thread_idx_x(), lane_id());
+    // The two half-warps vote separately.
+    let half = if lane < 16 { 0xFFFF } else { 0xFFFF_0000 };
+    let results = [
+        warp_vote_ballot(FULL, lane.is_multiple_of(3)),
+        u32::from(warp_vote_all(FULL, true)),
+        u32::from(warp_vote_all(FULL, lane != 3)),
+        u32::from(warp_vote_any(FULL, lane == 7)),
+        u32::from(warp_vote_any(FULL, false)),
+        warp_vote_ballot(half, lane < 4 || lane == 20),
+        sync_threads_count(u32::from(tid.is_multiple_of(4))),
+        sync_threads_and(u32::from(tid < 100)),
+        sync_threads_and(u32::from(tid != 50)),
+        sync_threads_or(u32::from(tid == 99)),
+        sync_threads_or(0),
+    ];
+    sync_warp(FULL);
+    sync_warp(half);
+    for (k, result) in results.into_iter().enumerate() {
+        unsafe { out.store(tid as usize * 11 + k, result) };
+    }
+}
+
+#[test]
+fn votes_and_barrier_reductions() {
+    let mut out = vec![0u32; 100 * 11];
+    launch(&votes__HOST, &config([1, 1, 1], [100, 1, 1], 0), &[buffer(&mut out)]).unwrap();
+    for tid in 0..100u32 {
+        let lane = tid % 32;
+        let live = if tid < 96 { FULL } else { 0xF };
+        let half = if lane < 16 { 0xF } else { 1 << 20 };
+        let expected = [
+            0x4924_9249 & live,
+            1,
+            0,
+            u32::from(tid < 96),
+            0,
+            half & live,
+            25,
+            1,
+            0,
+            1,
+            0,
+        ];
+        assert_eq!(out[tid as usize * 11..][..11], expected, "thread {tid}");
+    }
+}
+
+#[kernel]
+unsafe fn atomics(sum32: *mut f32, sum64: *mut f64, shared_sums: *mut f32) {
+    let shared = crate::shared::dynamic_shared_mem::<f32>();
+    let tid = thread_idx_x();
+    unsafe {
+        if tid == 0 {
+            shared.store(0, 0.0);
+        }
+        sync_threads();
+        atomic::mid::atomic_fetch_add_f32_device(sum32, Ordering::Relaxed, tid as f32);
+        atomic::mid::atomic_fetch_add_f64_device(sum64.add(1), Ordering::Relaxed, 0.5);
+        atomic::mid::atomic_fetch_add_f32_device(shared, Ordering::Relaxed, 1.0);
+        sync_threads();
+        if tid == 0 {
+            shared_sums.store(block_idx_x() as usize, shared.load(0));
+        }
+    }
+}
+
+#[test]
+fn atomics_sum_every_thread() {
+    let (mut sum32, mut sum64, mut shared_sums) = (vec![0.0f32], vec![0.0f64; 2], vec![0.0f32; 4]);
+    let args = [buffer(&mut sum32), buffer(&mut sum64), buffer(&mut shared_sums)];
+    launch(&atomics__HOST, &config([4, 1, 1], [256, 1, 1], 16), &args).unwrap();
+    assert_eq!(sum32[0], 4.0 * (0..256).sum::<u32>() as f32);
+    assert_eq!(sum64, [0.0, 512.0]);
+    assert_eq!(shared_sums, [256.0; 4]);
+}
+
+static STARTED: AtomicU32 = AtomicU32::new(0);
+
+/// In each warp, lanes 0..16 wait at the CTA barrier and lanes 16..32 in a shuffle that needs the first half.
+unsafe fn split_warps(_: &[ArgValue]) {
+    STARTED.fetch_add(1, Ordering::Relaxed);
+    if lane_id() < 16 {
+        sync_threads();
+    } else {
+        warp_shuffle_xor(FULL, 1.0f32, 16, 32);
+    }
+}
+
+/// Lane 0 votes while the other lanes wait in `sync_warp`.
+unsafe fn mismatched_warp_ops(_: &[ArgValue]) {
+    if lane_id() == 0 {
+        warp_vote_ballot(FULL, true);
+    } else {
+        sync_warp(FULL);
+    }
+}
+
+#[test]
+fn deadlocks_fail_the_launch() {
+    let kernel = HostKernel {
+        name: "split_warps",
+        params: &[],
+        call: split_warps,
+    };
+    let message = launch_error(&kernel, &config([2, 1, 1], [64, 1, 1], 0), &[]);
+    assert_eq!(
+        message,
+        "kernel split_warps: threads of block (0,0,0) never meet at a barrier: 32 wait in sync_threads, 32 in a \
+         warp shuffle"
+    );
+    assert_eq!(STARTED.load(Ordering::Relaxed), 64, "the second CTA must not run");
+
+    let kernel = HostKernel {
+        name: "mismatched",
+        params: &[],
+        call: mismatched_warp_ops,
+    };
+    let message = launch_error(&kernel, &config([1, 1, 1], [32, 1, 1], 0), &[]);
+    assert_eq!(
+        message,
+        "kernel mismatched: threads of block (0,0,0) never meet at a barrier: 31 wait in sync_warp, 1 in a warp vote"
+    );
+}
+
+/// Lane 0 shuffles with a mask that leaves it out.
+unsafe fn foreign_mask(_: &[ArgValue]) {
+    warp_shuffle_down(0xFFFF_FFFE, 0u32, 1, 32);
+}
+
+#[test]
+fn a_mask_must_include_the_calling_lane() {
+    let kernel = HostKernel {
+        name: "foreign_mask",
+        params: &[],
+        call: foreign_mask,
+    };
+    let message = launch_error(&kernel, &config([1, 1, 1], [32, 1, 1], 0), &[]);
+    assert_eq!(
+        message,
+        "kernel foreign_mask: a warp operation's mask 0xfffffffe excludes the calling lane 0, in block (0,0,0) thread \
+         (0,0,0)"
+    );
+}
+
+const OOB_PARAMS: &[Param] = &[
+    Param {
+        name: "x_ptr",
+        ty: "*mut f32",
+    },
+    Param {
+        name: "y_ptr",
+        ty: "*mut f32",
+    },
+    Param {
+        name: "empty_ptr",
+        ty: "*mut f32",
+    },
+    Param {
+        name: "case",
+        ty: "u32",
+    },
+    Param {
+        name: "out",
+        ty: "*mut u64",
+    },
+];
+
+/// Thread 5 of block 1 makes the access `case` selects while the other threads wait at a barrier.
+unsafe fn out_of_bounds(args: &[ArgValue]) {
+    let x = <*mut f32>::from_arg(&args[0]);
+    let y = <*mut f32>::from_arg(&args[1]);
+    let empty = <*mut f32>::from_arg(&args[2]);
+    let out = <*mut u64>::from_arg(&args[4]);
+    if thread_idx_x() == 5 && block_idx_x() == 1 {
+        let shared = crate::shared::dynamic_shared_mem::<f32>();
+        unsafe {
+            match u32::from_arg(&args[3]) {
+                0 => y.store(1000, 1.0),
+                1 => drop(x.add(10).load(990)),
+                2 => drop(x.load(usize::MAX)),
+                3 => shared.store(64, 1.0),
+                4 => drop(std::ptr::without_provenance_mut::<f32>(16).load(0)),
+                5 => drop(atomic::mid::atomic_fetch_add_f32_device(
+                    y.wrapping_add(1000),
+                    Ordering::Relaxed,
+                    1.0,
+                )),
+                6 => drop(empty.load(0)),
+                7 => drop(x.cast::<u8>().add(1).cast::<f32>().load(0)),
+                _ => {
+                    let element = super::mem::element(x, 5000, "read");
+                    out.store(0, (element.addr() - x.addr()) as u64);
+                }
+            }
+        }
+    }
+    sync_threads();
+}
+
+#[test]
+fn out_of_bounds_accesses_fail_the_launch() {
+    let kernel = HostKernel {
+        name: "oob",
+        params: OOB_PARAMS,
+        call: out_of_bounds,
+    };
+    let (mut x, mut y, mut out) = (vec![0.0f32; 1000], vec![0.0f32; 1000], vec![0u64; 1]);
+    let here = "in block (1,0,0) thread (5,0,0)";
+    let cases = [
+        format!("out-of-bounds write to y_ptr at element 1000 (y_ptr has 1000 elements) {here}"),
+        format!("out-of-bounds read from x_ptr at element 1000 (x_ptr has 1000 elements) {here}"),
+        format!("out-of-bounds read from x_ptr at element {} (x_ptr has 1000 elements) {here}", usize::MAX),
+        format!("out-of-bounds write to dynamic shared memory at element 64 (dynamic shared memory has 64 elements) {here}"),
+        format!("out-of-bounds read at element 0 of address 0x10, which lies in no pointer argument and not in dynamic shared memory, {here}"),
+        format!("out-of-bounds atomic add to y_ptr at element 1000 (y_ptr has 1000 elements) {here}"),
+        format!("out-of-bounds read from empty_ptr at element 0 (empty_ptr has 0 elements) {here}"),
+        format!("misaligned read from x_ptr at element 0: address {:#x} is not a multiple of 4, {here}", x.as_ptr().addr() + 1),
+    ];
+    for (case, expected) in cases.iter().enumerate() {
+        let args = [
+            buffer(&mut x),
+            buffer(&mut y),
+            scalar(ArgValue::Ptr(0)),
+            scalar(ArgValue::U32(case as u32)),
+            buffer(&mut out),
+        ];
+        let message = launch_error(&kernel, &config([2, 1, 1], [64, 1, 1], 256), &args);
+        assert_eq!(message, format!("kernel oob: {expected}"));
+    }
+
+    // Unchecked launches compute the address without looking.
+    let args = [
+        buffer(&mut x),
+        buffer(&mut y),
+        scalar(ArgValue::Ptr(0)),
+        scalar(ArgValue::U32(8)),
+        buffer(&mut out),
+    ];
+    let unchecked = LaunchConfig {
+        checked: false,
+        ..config([2, 1, 1], [64, 1, 1], 256)
+    };
+    launch(&kernel, &unchecked, &args).unwrap();
+    assert_eq!(out[0], 5000 * 4);
+}
+
+/// Thread 3 of block 1 panics; the rest wait at a barrier.
+unsafe fn panicking(_: &[ArgValue]) {
+    if thread_idx_x() == 3 && block_idx_x() == 1 {
+        panic!("boom {}", 42);
+    }
+    sync_threads();
+}
+
+#[test]
+fn a_panic_fails_the_launch() {
+    let kernel = HostKernel {
+        name: "panicky",
+        params: &[],
+        call: panicking,
+    };
+    let message = launch_error(&kernel, &config([3, 1, 1], [32, 1, 1], 0), &[]);
+    assert_eq!(
+        message,
+        "kernel panicky: panicked in block (1,0,0) thread (3,0,0): boom 42"
+    );
+}
+
+#[test]
+fn launches_are_validated() {
+    let mut x = vec![0.0f32; 4];
+    let kernel = HostKernel {
+        name: "oob",
+        params: OOB_PARAMS,
+        call: out_of_bounds,
+    };
+    let config = config([1, 1, 1], [32, 1, 1], 0);
+    assert_eq!(
+        launch_error(&kernel, &config, &[]),
+        "kernel oob takes 5 arguments but 0 were passed"
+    );
+    let mut args = [
+        buffer(&mut x),
+        buffer(&mut x),
+        buffer(&mut x),
+        scalar(ArgValue::I32(1)),
+        buffer(&mut x),
+    ];
+    assert_eq!(
+        launch_error(&kernel, &config, &args),
+        "kernel oob: parameter case is u32 but was passed I32(1)"
+    );
+    args[3] = scalar(ArgValue::U32(9));
+    args[0] = scalar(ArgValue::F32(1.0));
+    assert_eq!(
+        launch_error(&kernel, &config, &args),
+        "kernel oob: parameter x_ptr is *mut f32 but was passed F32(1.0)"
+    );
+    args[0] = args[1];
+    let zero_grid = LaunchConfig {
+        grid: [1, 0, 1],
+        ..config
+    };
+    assert_eq!(
+        launch_error(&kernel, &zero_grid, &args),
+        "kernel oob: grid (1,0,1) has a zero dimension"
+    );
+    let big_block = LaunchConfig {
+        block: [32, 32, 2],
+        ..config
+    };
+    let expected = "kernel oob: block (32,32,2) has 2048 threads; a block has 1 to 1024";
+    assert_eq!(launch_error(&kernel, &big_block, &args), expected);
+    let empty_block = LaunchConfig {
+        block: [32, 0, 1],
+        ..config
+    };
+    assert!(launch_error(&kernel, &empty_block, &args).contains("has 0 threads"));
+}
+
+/// The BatchNorm2d backward kernel's shape: strided loads, a two-value block sum (warp shuffles, shared memory, two
+/// barriers), one CTA per channel.
+#[kernel]
+unsafe fn bn_backward(
+    dy_ptr: *mut f32,
+    x_ptr: *mut f32,
+    dx_ptr: *mut f32,
+    weight_ptr: *mut f32,
+    mean_ptr: *mut f32,
+    var_ptr: *mut f32,
+    dweight_ptr: *mut f32,
+    dbias_ptr: *mut f32,
+    batches: i32,
+    channels: i32,
+    hw: i32,
+    eps: f32,
+) {
+    let (c, tid, block) = (block_idx_x() as usize, thread_idx_x() as usize, block_dim_x() as usize);
+    let (batches, channels, hw) = (batches as usize, channels as usize, hw as usize);
+    unsafe {
+        let mean = mean_ptr.load(c);
+        let rstd = 1.0 / GpuFloat::sqrt(var_ptr.load(c) + eps);
+        let scale = weight_ptr.load(c) * rstd;
+        let (mut sum_dy, mut sum_dy_xmu) = (0.0f32, 0.0f32);
+        for b in 0..batches {
+            let base = (b * channels + c) * hw;
+            let mut i = tid;
+            while i < hw {
+                let g = dy_ptr.load(base + i);
+                dx_ptr.store(base + i, g * scale);
+                sum_dy += g;
+                sum_dy_xmu += g * (x_ptr.load(base + i) - mean);
+                i += block;
+            }
+        }
+        let warp_sum = |mut a: f32, mut b: f32| {
+            for offset in [16, 8, 4, 2, 1] {
+                a += warp_shuffle_xor(FULL, a, offset, 32).0;
+                b += warp_shuffle_xor(FULL, b, offset, 32).0;
+            }
+            (a, b)
+        };
+        let (a, b) = warp_sum(sum_dy, sum_dy_xmu);
+        let shared = crate::shared::dynamic_shared_mem::<f32>();
+        let (warp, lane) = (tid / 32, tid % 32);
+        if lane == 0 {
+            shared.store(2 * warp, a);
+            shared.store(2 * warp + 1, b);
+        }
+        sync_threads();
+        if warp == 0 {
+            let warps = block / 32;
+            let load = |k| if lane < warps { shared.load(2 * lane + k) } else { 0.0 };
+            let (a, b) = warp_sum(load(0), load(1));
+            if lane == 0 {
+                shared.store(0, a);
+                shared.store(1, b);
+            }
+        }
+        sync_threads();
+        if tid == 0 {
+            dweight_ptr.store(c, shared.load(1) * rstd);
+            dbias_ptr.store(c, shared.load(0));
+        }
+    }
+}
+
+#[test]
+fn batch_norm_backward_shape_runs_fast() {
+    let (batches, channels, hw) = (2usize, 8usize, 14 * 14usize);
+    let n = batches * channels * hw;
+    let mut dy: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+    let mut x: Vec<f32> = (0..n).map(|i| ((i * 53 % 97) as f32 - 40.0) / 30.0).collect();
+    let mut dx = vec![0.0f32; n];
+    let mut weight: Vec<f32> = (0..channels).map(|c| 0.5 + c as f32 / 8.0).collect();
+    let mut mean: Vec<f32> = (0..channels).map(|c| c as f32 / 16.0 - 0.25).collect();
+    let mut var: Vec<f32> = (0..channels).map(|c| 1.0 + c as f32 / 4.0).collect();
+    let (mut dweight, mut dbias) = (vec![0.0f32; channels], vec![0.0f32; channels]);
+    let eps = 1e-5f32;
+    let args = [
+        buffer(&mut dy),
+        buffer(&mut x),
+        buffer(&mut dx),
+        buffer(&mut weight),
+        buffer(&mut mean),
+        buffer(&mut var),
+        buffer(&mut dweight),
+        buffer(&mut dbias),
+        scalar(ArgValue::I32(batches as i32)),
+        scalar(ArgValue::I32(channels as i32)),
+        scalar(ArgValue::I32(hw as i32)),
+        scalar(ArgValue::F32(eps)),
+    ];
+    let start = Instant::now();
+    launch(
+        &bn_backward__HOST,
+        &config([channels as u32, 1, 1], [256, 1, 1], 8 * 2 * 4),
+        &args,
+    )
+    .unwrap();
+    let elapsed = start.elapsed();
+    println!("bn_backward (2, 8, 14, 14), 8 CTAs of 256 threads: {elapsed:?}");
+    for c in 0..channels {
+        let rstd = 1.0 / (f64::from(var[c]) + f64::from(eps)).sqrt();
+        let (mut sum_dy, mut sum_dy_xmu) = (0.0f64, 0.0f64);
+        for b in 0..batches {
+            for i in (b * channels + c) * hw..(b * channels + c + 1) * hw {
+                let expected = f64::from(dy[i]) * f64::from(weight[c]) * rstd;
+                assert!((f64::from(dx[i]) - expected).abs() < 1e-5, "dx[{i}]");
+                sum_dy += f64::from(dy[i]);
+                sum_dy_xmu += f64::from(dy[i]) * (f64::from(x[i]) - f64::from(mean[c]));
+            }
+        }
+        assert!((f64::from(dbias[c]) - sum_dy).abs() < 1e-3, "dbias[{c}]");
+        assert!((f64::from(dweight[c]) - sum_dy_xmu * rstd).abs() < 1e-3, "dweight[{c}]");
+    }
+    assert!(elapsed.as_secs_f64() < 5.0, "took {elapsed:?}");
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test suite: lint and format checks, the device-support crate's emulator tests, then pytest (GPU tests run
+# where a CUDA device is present and are reported as skipped elsewhere).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== ruff"
+ruff check python tests
+ruff format --check python tests
+echo "== cargo fmt, clippy, test"
+(cd rust_kernels && cargo fmt --all --check && cargo clippy --workspace --all-targets -q -- -D warnings \
+  && cargo test -q -p cuda_std)
+echo "== pytest"
+python3 -m pytest -q "$@"

@@ -1,0 +1,64 @@
+"""GPU tests: run on a machine with a CUDA device (the device machine), skipped with the reason elsewhere."""
+
+import pytest
+
+from rust_kernels import ArgumentError, check, load, ops
+from rust_kernels.kernels import BatchNorm2dNchwBackward
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("block_hw", [32, 256, 1024])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (16, 8, 1, 1), (3, 5, 1, 1031), (8, 64, 28, 28)], ids=str)
+def test_gpu_matches_reference(dtype, block_hw, shape):
+    result = check.check_one(block_hw, dtype, shape, "cuda")
+    assert result.passed, result
+
+
+def test_loads_the_cubin_for_sm_90():
+    loaded = load(BatchNorm2dNchwBackward(block_hw=256))
+    assert loaded.image_kind == "kernel.sm_90.cubin"
+
+
+def test_bad_arguments_are_refused_before_launch_and_touch_nothing():
+    torch = pytest.importorskip("torch")
+    dy, x, weight, mean, var = (torch.ones(s, device="cuda") for s in [(2, 3, 4, 4), (2, 3, 4, 4), 3, 3, 3])
+    dx = torch.full((2, 3, 4, 4), 7.0, device="cuda")
+    dweight, dbias = torch.full((3,), 7.0, device="cuda"), torch.full((3,), 7.0, device="cuda")
+    loaded = load(BatchNorm2dNchwBackward(block_hw=32))
+    args = [dy, x, dx, weight, mean, var, dweight, dbias, 2, 3, 16, 1e-5]
+    for index, bad in [(2, dx.double()), (1, x.transpose(2, 3)), (0, dy.cpu()), (11, "eps")]:
+        wrong = list(args)
+        wrong[index] = bad
+        with pytest.raises((ArgumentError, TypeError)):
+            loaded.launch(3, 32, wrong)
+    torch.cuda.synchronize()
+    assert bool((dx == 7).all()) and bool((dweight == 7).all()) and bool((dbias == 7).all())
+
+
+def test_launch_does_not_synchronise():
+    torch = pytest.importorskip("torch")
+    dy, x = torch.randn(64, 256, 56, 56, device="cuda"), torch.randn(64, 256, 56, 56, device="cuda")
+    weight, mean, var = torch.ones(256, device="cuda"), torch.zeros(256, device="cuda"), torch.ones(256, device="cuda")
+    ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)  # load outside the measurement
+    torch.cuda.synchronize()
+    done = torch.cuda.Event()
+    for _ in range(5):
+        ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)
+    done.record()
+    assert not done.query(), "the launches returned only after the GPU finished them"
+    done.synchronize()
+
+
+def test_stream_argument_orders_work_on_that_stream():
+    torch = pytest.importorskip("torch")
+    stream = torch.cuda.Stream()
+    data = [torch.from_numpy(a).cuda() for a in check.inputs((4, 8, 17, 19), "f32")]
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(*data, stream=stream)
+    stream.synchronize()
+    ref = ops.batch_norm_2d_nchw_backward(*data)
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip((dx, dweight, dbias), ref, strict=True))
