@@ -129,17 +129,57 @@ class CudaKernel:
         _check(driver.cuFuncSetAttribute(self.function, attr, nbytes), f"shared_mem: {nbytes} bytes")
         self._shared_limit = nbytes
 
-    def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
-        """Launches on `stream` (default: the legacy default stream) without synchronising."""
+    def prepare(
+        self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None
+    ) -> PreparedLaunch:
+        """Checks and packs a launch once; calling the result launches it again and again with no Python-side
+        checking or packing: the path for hot loops. The arrays behind pointer arguments must outlive it."""
         packed = kargs.pack(self.kernel, args, "cuda", self.device)
-        (gx, gy, gz), (bx, by, bz), shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem)
-        handle = stream_handle(stream)
+        grid3, block3, shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem)
         if shared > self._shared_limit:
             self._allow_shared(shared)
-        values = [CTYPES[p.type](p.value) for p in packed]
-        params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-        driver = _driver()
-        result = driver.cuLaunchKernel(
-            self.function, gx, gy, gz, bx, by, bz, shared, handle, ctypes.addressof(params), 0
-        )
-        _check(result, f"launching {self.kernel.id}")
+        return PreparedLaunch(self, grid3, block3, shared, stream_handle(stream), packed)
+
+    def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
+        """Launches on `stream` (default: the legacy default stream) without synchronising."""
+        self.prepare(grid, block, args, shared_mem, stream)()
+
+
+@cache
+def _cu_launch_kernel() -> Any:
+    """The driver's cuLaunchKernel through ctypes: with prebuilt arguments it costs no more than the driver call."""
+    function = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return function
+
+
+class PreparedLaunch:
+    """One checked, packed launch of a loaded kernel; `launch()` (or calling it) enqueues it."""
+
+    __slots__ = ("_arguments", "_function", "_values", "kernel")
+
+    def __init__(
+        self,
+        loaded: CudaKernel,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared: int,
+        stream: int,
+        packed: list[kargs.Packed],
+    ) -> None:
+        self.kernel = loaded.kernel
+        self._values = [CTYPES[p.type](p.value) for p in packed]  # kept alive: the driver reads them at launch
+        params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
+        self._function = _cu_launch_kernel()
+        handle = ctypes.c_void_p(int(loaded.function))
+        dims = [ctypes.c_uint(d) for d in (*grid, *block, shared)]
+        self._arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p), None)
+        self._values.append(params)
+
+    def launch(self) -> None:
+        err = self._function(*self._arguments)
+        if err:
+            _check((_driver().CUresult(err),), f"launching {self.kernel.id}")
+
+    __call__ = launch
