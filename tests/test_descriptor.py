@@ -69,7 +69,8 @@ def test_block_hw_must_be_a_power_of_two_from_32_to_1024(bad):
 
 
 def test_every_valid_block_hw():
-    assert [k.block_hw for k in instances(("f32",))] == [32, 64, 128, 256, 512, 1024]
+    seed = [k for k in instances(("f32",)) if k.name == "batch_norm_2d_nchw_backward"]
+    assert [k.block_hw for k in seed] == [32, 64, 128, 256, 512, 1024]
 
 
 @pytest.mark.parametrize("bad", ["f16", "float32", "", None])

@@ -2,18 +2,38 @@
 
 import pytest
 
-from rust_kernels import ArgumentError, check, load, ops
+from rust_kernels import ArgumentError, check, cuda, load, ops
+from rust_kernels import plan as plans
 from rust_kernels.kernels import BatchNorm2dNchwBackward
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f64"])
-@pytest.mark.parametrize("block_hw", [32, 256, 1024])
-@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (16, 8, 1, 1), (3, 5, 1, 1031), (8, 64, 28, 28)], ids=str)
-def test_gpu_matches_reference(dtype, block_hw, shape):
-    result = check.check_one(block_hw, dtype, shape, "cuda")
+SHAPES = [(2, 3, 5, 7), (16, 8, 1, 1), (3, 5, 1, 1031), (8, 64, 28, 28)]
+CASES = [(p, s) for s in SHAPES for p in check.plans_for("cuda", s)]
+
+
+@pytest.mark.parametrize(("plan", "shape"), CASES, ids=[f"{check.label(p)} {s}" for p, s in CASES])
+def test_gpu_matches_reference(plan, shape):
+    result = check.check_one(plan, shape, "cuda")
     assert result.passed, result
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize("shape", [(32, 64, 28, 28), (8, 32, 8, 8), (4, 3, 7, 7), (2, 16, 97, 131)], ids=str)
+def test_the_chosen_plan_matches_reference(shape, deterministic):
+    chosen = plans.choose(shape, "f32", True, cuda.multiprocessor_count(0), deterministic)
+    result = check.check_one(chosen, shape, "cuda")
+    assert result.passed, (check.label(chosen), result)
+
+
+def test_deterministic_mode_is_bit_identical_run_to_run():
+    torch = pytest.importorskip("torch")
+    data = [torch.from_numpy(a).cuda() for a in check.inputs((32, 64, 28, 28), "f32")]
+    first = ops.batch_norm_2d_nchw_backward(*data, deterministic=True)
+    for _ in range(10):
+        again = ops.batch_norm_2d_nchw_backward(*data, deterministic=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
 
 
 def test_loads_the_cubin_for_sm_90():

@@ -6,22 +6,38 @@ import sys
 import numpy as np
 import pytest
 
-from rust_kernels import LaunchError, check, load, ops
+from rust_kernels import LaunchError, check, load, ops, plan
 from rust_kernels.errors import RustKernelsError
 from rust_kernels.kernels import BatchNorm2dNchwBackward, instances
 
+CASES = [(plan, shape) for shape in check.HOST_SUITE for plan in check.plans_for("host", shape)]
 
-@pytest.mark.parametrize("kernel", [k for k in instances() if k.block_hw in check.BLOCKS], ids=lambda k: k.id)
-@pytest.mark.parametrize("shape", check.HOST_SUITE, ids=str)
-def test_host_cross_check(kernel, shape):
-    result = check.check_one(kernel.block_hw, kernel.dtype, shape, "host")
+
+@pytest.mark.parametrize(("plan", "shape"), CASES, ids=[f"{check.label(p)} {s}" for p, s in CASES])
+def test_host_cross_check(plan, shape):
+    result = check.check_one(plan, shape, "host")
     assert result.passed, result
 
 
 @pytest.mark.parametrize("block_hw", [64, 128, 512])
 def test_every_block_size_runs(block_hw):
-    result = check.check_one(block_hw, "f32", (3, 2, 7, 9), "host")
+    result = check.check_one(plan.seed(block_hw, "f32"), (3, 2, 7, 9), "host")
     assert result.passed, result
+
+
+def test_split_plan_in_every_mode_and_block():
+    for kernel in instances():
+        if kernel.name == "batch_norm_2d_nchw_backward_split" and kernel.dtype == "f32":
+            result = check.check_one(plan.Plan(kernel, 2), (2, 3, 4, 8), "host")
+            assert result.passed, (kernel, result)
+
+
+def test_split_results_are_bit_identical_run_to_run_when_deterministic():
+    data = check.inputs((3, 4, 8, 8), "f32")
+    kernel = plan.choose((3, 4, 8, 8), "f32", True, 1, deterministic=True).kernel
+    first = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan.Plan(kernel, 5))
+    again = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan.Plan(kernel, 5))
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
 
 
 def test_op_returns_numpy_arrays_of_the_input_dtype():

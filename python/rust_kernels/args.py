@@ -15,11 +15,11 @@ import numpy as np
 
 from rust_kernels.errors import ArgumentError, ArgumentTypeError
 from rust_kernels.kernels import Kernel
-from rust_kernels.spec import SCALARS
+from rust_kernels.spec import ELEMENT_SIZES, ELEMENTS
 
 INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1), "u64": (0, 2**64 - 1)}
 F32_MAX = float(np.finfo(np.float32).max)
-TORCH_DTYPES = {"float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8", "uint32": "<u4", "uint64": "<u8"}
+TYPESTRS = {"<f4": "f32", "<f8": "f64", "<f2": "f16", "<i4": "i32", "<u4": "u32", "<i8": "i64", "<u8": "u64"}
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,10 @@ def _contiguous(shape: Sequence[int], strides: Sequence[int] | None, itemsize: i
     return True
 
 
-def _torch_pointer(where: str, value: Any, typestr: str, device: int) -> Packed:
-    kind = TORCH_DTYPES.get(str(value.dtype).removeprefix("torch."))
-    if kind != typestr:
-        raise ArgumentError(f"{where}: expected a tensor of {typestr}, got dtype {value.dtype}")
+def _torch_pointer(where: str, value: Any, element: str, device: int) -> Packed:
+    got = ELEMENTS.get(str(value.dtype).removeprefix("torch."))
+    if got != element:
+        raise ArgumentError(f"{where}: expected a tensor of {element}, got dtype {value.dtype}")
     if value.device.type != "cuda" or value.device.index != device:
         raise ArgumentError(f"{where}: expected a tensor on cuda:{device}, got one on {value.device}")
     if not value.is_contiguous():
@@ -64,43 +64,45 @@ def _device_of(pointer: int) -> int | None:
     return pointer_device(pointer)
 
 
-def _cuda_pointer(where: str, value: Any, typestr: str, device: int) -> Packed:
+def _cuda_pointer(where: str, value: Any, element: str, device: int) -> Packed:
     if isinstance(value, int) and not isinstance(value, bool):
         if not 0 <= value < 2**64:
             raise ArgumentError(f"{where}: a raw device pointer must be a non-negative 64-bit address, got {value}")
         return Packed("ptr", value)  # raw pointers carry no extent or dtype to check
     if hasattr(value, "data_ptr") and hasattr(value, "is_contiguous"):
-        return _torch_pointer(where, value, typestr, device)
+        return _torch_pointer(where, value, element, device)
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is None:
         kind = "a host (NumPy) array" if hasattr(value, "__array_interface__") else type(value).__name__
         raise ArgumentTypeError(
             f"{where}: expected a device array (__cuda_array_interface__) or a raw device pointer, got {kind}"
         )
-    packed = _interface_pointer(where, interface, typestr)
+    got = TYPESTRS.get(interface["typestr"], interface["typestr"])
+    packed = _checked_extent(where, element, got, interface["data"][0], interface["shape"], interface.get("strides"))
     owner = _device_of(packed.value) if packed.value else device
     if owner != device:
         raise ArgumentError(f"{where}: expected memory on device {device}, got memory on device {owner}")
     return packed
 
 
-def _interface_pointer(where: str, interface: dict, typestr: str) -> Packed:
-    if interface["typestr"] != typestr:
-        raise ArgumentError(f"{where}: expected an array of {typestr}, got typestr {interface['typestr']}")
-    shape = tuple(interface["shape"])
-    itemsize = np.dtype(typestr).itemsize
-    if not _contiguous(shape, interface.get("strides"), itemsize):
-        raise ArgumentError(f"{where}: expected a C-contiguous array, got strides {interface.get('strides')}")
-    return Packed("ptr", interface["data"][0], math.prod(shape) * itemsize)
+def _checked_extent(
+    where: str, element: str, got: str, pointer: int, shape: Sequence[int], strides: Sequence[int] | None
+) -> Packed:
+    if got != element:
+        raise ArgumentError(f"{where}: expected an array of {element}, got {got}")
+    itemsize = ELEMENT_SIZES[element]
+    if not _contiguous(shape, strides, itemsize):
+        raise ArgumentError(f"{where}: expected a C-contiguous array, got strides {tuple(strides or ())}")
+    return Packed("ptr", pointer, math.prod(shape) * itemsize)
 
 
-def _host_pointer(where: str, value: Any, typestr: str) -> Packed:
-    interface = getattr(value, "__array_interface__", None)
-    if interface is None:
+def _host_pointer(where: str, value: Any, element: str) -> Packed:
+    if not isinstance(value, np.ndarray):
         raise ArgumentTypeError(
             f"{where}: the host backend takes NumPy arrays for pointer arguments, got {type(value).__name__}"
         )
-    return _interface_pointer(where, interface, typestr)
+    got = ELEMENTS.get(value.dtype.name, value.dtype.name)
+    return _checked_extent(where, element, got, value.ctypes.data, value.shape, value.strides)
 
 
 def _scalar(where: str, value: Any, kind: str) -> Packed:
@@ -132,11 +134,11 @@ def pack(kernel: Kernel, values: Sequence[Any], backend: str, device: int = 0) -
     for index, (arg, value) in enumerate(zip(kernel.spec.args, values, strict=True)):
         where = _where(kernel, index)
         if arg.is_pointer:
-            typestr = SCALARS[arg.element(kernel.dtype)]
+            element = arg.element(kernel.dtype)
             if backend == "cuda":
-                packed.append(_cuda_pointer(where, value, typestr, device))
+                packed.append(_cuda_pointer(where, value, element, device))
             else:
-                packed.append(_host_pointer(where, value, typestr))
+                packed.append(_host_pointer(where, value, element))
         else:
             packed.append(_scalar(where, value, arg.type))
     return packed

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 
 from rust_kernels.errors import ArgumentError, ArgumentTypeError
-
-NAMES = {"float32": "f32", "float64": "f64"}
+from rust_kernels.spec import ELEMENTS
 
 
 def is_torch(a: Any) -> bool:
@@ -17,9 +16,9 @@ def is_torch(a: Any) -> bool:
 
 
 def dtype_name(a: Any) -> str:
-    """ "f32"/"f64" for a float32/float64 array of any supported library, else the library's own name."""
+    """Our name ("f32", "bf16", ...) for the dtype of an array of any supported library, else its own name."""
     raw = str(a.dtype).removeprefix("torch.")
-    return NAMES.get(raw, raw)
+    return ELEMENTS.get(raw, raw)
 
 
 def device_of(a: Any) -> int:
@@ -51,7 +50,10 @@ def to_device(a: np.ndarray, device: int = 0) -> Any:
     try:
         import torch
 
-        return torch.from_numpy(np.ascontiguousarray(a)).to(f"cuda:{device}")
+        a = np.ascontiguousarray(a)
+        if a.dtype.name == "bfloat16":  # PyTorch cannot take NumPy's (ml_dtypes') bfloat16: move the bits
+            return torch.from_numpy(a.view(np.int16)).to(f"cuda:{device}").view(torch.bfloat16)
+        return torch.from_numpy(a).to(f"cuda:{device}")
     except ImportError:
         import cupy
 
@@ -63,7 +65,36 @@ def to_host(a: Any) -> np.ndarray:
     if isinstance(a, np.ndarray):
         return a
     if is_torch(a):
+        if str(a.dtype) == "torch.bfloat16":
+            from rust_kernels.spec import DTYPES
+
+            return a.cpu().view(dtype=__import__("torch").int16).numpy().view(DTYPES["bf16"].numpy_dtype())
         return a.cpu().numpy()
     import cupy
 
     return cupy.asnumpy(a)
+
+
+def address(a: Any) -> int:
+    """The data pointer of an array of any supported library."""
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data
+    if is_torch(a):
+        return a.data_ptr()
+    return int(a.__cuda_array_interface__["data"][0])
+
+
+def zeros(like: Any, n: int, dtype: str) -> Any:
+    """A zeroed 1-D array of `n` elements of `dtype` ("f32", "f64", "u32") in `like`'s library and device."""
+    numpy_dtype = {"f32": np.float32, "f64": np.float64, "u32": np.uint32}[dtype]
+    if isinstance(like, np.ndarray):
+        return np.zeros(n, numpy_dtype)
+    if is_torch(like):
+        import torch
+
+        torch_dtype = {"f32": torch.float32, "f64": torch.float64, "u32": torch.uint32}[dtype]
+        return torch.zeros(n, dtype=torch_dtype, device=like.device)
+    import cupy
+
+    with cupy.cuda.Device(device_of(like)):
+        return cupy.zeros(n, numpy_dtype)

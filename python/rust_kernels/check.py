@@ -3,10 +3,12 @@
 Tolerances are error bounds derived from the arithmetic, never tuned: with u the unit roundoff of the kernel's
 accumulation type and u64 = 2^-53 that of the float64 reference,
 - dx = weight * rstd * dy takes 5 roundings (add, sqrt, divide for rstd; two products) plus the store:
-  |err| <= 6u |dx| (+ 3 u64 |dx| for the reference);
+  |err| <= 6u |dx| (+ 3 u64 |dx| for the reference); for bf16/f16 storage (f32 accumulation) every output also
+  takes one rounding to the storage format, us |out| (us = 2^-8 for bf16, 2^-11 for f16); inputs are generated in
+  the storage format, so the reference sees exactly the kernel's inputs;
 - a sum of n terms accumulated along a tree of depth d errs by at most gamma_d * sum|terms|, gamma_d = d u / (1 - d u)
-  (Higham, Accuracy and Stability, 4.2). Each thread adds B * ceil(HW / BLOCK_HW) terms in sequence, then 5 butterfly
-  levels within a warp and 5 over the warps: d = B * ceil(HW / BLOCK_HW) + 10.
+  (Higham, Accuracy and Stability, 4.2); summation_depth gives d for each plan (for the seed kernel each thread adds
+  B * ceil(HW / BLOCK_HW) terms in sequence, then 5 butterfly levels within a warp and 5 over the warps).
   dbias: gamma_d * sum|dy|.  dweight: its terms dy * (x - mean) carry 2 roundings each, and the final product with
   rstd 4 more: rstd * gamma_(d+2) * sum|dy (x - mean)| + 5u |dweight|.
 The reference sums with math.fsum, so its own error is the rounding of each float64 term, added to the bounds.
@@ -21,13 +23,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from rust_kernels import arrays, ops, reference
+from rust_kernels.errors import RustKernelsError
 from rust_kernels.kernels import instances
+from rust_kernels.plan import Plan, lanes
 from rust_kernels.spec import DTYPES
 
 GPU_SUITE = [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (8, 1, 28, 28), (2, 4, 256, 256),
              (32, 64, 28, 28), (3, 5, 1, 1031)]  # fmt: skip
 HOST_SUITE = [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 4, 32, 32), (8, 1, 28, 28), (1, 2, 128, 128)]
-BLOCKS = (32, 256, 1024)
+SEED_BLOCKS = (32, 256, 1024)
+SPLIT_BLOCKS = {"cuda": (128, 1024), "host": (128,)}
+SPLITS = {"cuda": (1, 3, 16), "host": (1, 3)}
 EPS = 1e-5
 U64 = 2.0**-53
 
@@ -49,21 +55,33 @@ class Result:
 def inputs(shape: tuple[int, int, int, int], dtype: str, seed: int = 0) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(seed)
     channels = shape[1]
-    np_dtype = DTYPES[dtype].numpy
-    dy = rng.standard_normal(shape).astype(np_dtype)
-    x = rng.standard_normal(shape).astype(np_dtype) * 2 + 0.5
-    weight = rng.uniform(0.5, 1.5, channels).astype(np_dtype)
-    mean = rng.standard_normal(channels).astype(np_dtype) * 0.5
-    var = rng.uniform(0.5, 2.0, channels).astype(np_dtype)
-    return dy, x.astype(np_dtype), weight, mean, var
+    dy = rng.standard_normal(shape)
+    x = rng.standard_normal(shape) * 2 + 0.5
+    weight = rng.uniform(0.5, 1.5, channels)
+    mean = rng.standard_normal(channels) * 0.5
+    var = rng.uniform(0.5, 2.0, channels)
+    # Rounded to the storage type here, so the reference sees exactly what the kernel reads.
+    return tuple(a.astype(DTYPES[dtype].numpy_dtype()) for a in (dy, x, weight, mean, var))
 
 
-def tolerances(dtype: str, block: int, data: tuple[np.ndarray, ...], ref: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+def summation_depth(plan: Plan, shape: tuple[int, int, int, int]) -> int:
+    """The longest chain of additions behind a channel sum: each thread's sequential terms, 5 butterfly levels
+    within a warp and 5 over the warps; for a split plan also the partials (one per CTA of the channel, added in a
+    chain by float atomics in the worst case) and a second 10-level block reduction."""
+    batches, _, height, width = shape
+    block = plan.kernel.block_dim[0]
+    if not plan.uses_workspace:
+        return batches * math.ceil(height * width / block) + 10
+    elements = math.ceil(batches * height * width / plan.split)
+    per_thread = math.ceil(elements / block) + 16  # + one pack's lanes, where a slice ends inside a stride
+    return per_thread + 10 + plan.split + 10
+
+
+def tolerances(dtype: str, depth: int, data: tuple[np.ndarray, ...], ref: tuple[np.ndarray, ...]) -> list[np.ndarray]:
     dy, x, _, mean, var = (np.asarray(a, np.float64) for a in data)
-    u = DTYPES[dtype].unit_roundoff
-    tiny = float(np.finfo(DTYPES[dtype].numpy).tiny) * 4
-    batches, _, height, width = dy.shape
-    depth = batches * math.ceil(height * width / block) + 10
+    u, us = DTYPES[dtype].unit_roundoff, DTYPES[dtype].storage_roundoff
+    # Absolute floor: underflow in the accumulation type, and an output rounding to a subnormal of the storage type.
+    tiny = float(np.finfo(DTYPES[dtype].acc_numpy).tiny) * 4 + DTYPES[dtype].smallest_subnormal
 
     def gamma(n: int) -> float:
         return n * u / (1 - n * u)
@@ -73,20 +91,22 @@ def tolerances(dtype: str, block: int, data: tuple[np.ndarray, ...], ref: tuple[
     abs_terms = np.abs(dy * (x - mean[:, None, None])).sum(axis=(0, 2, 3))
     dx, dweight, _ = ref
     return [
-        (6 * u + 3 * U64) * np.abs(dx) + tiny,
-        rstd * (gamma(depth + 2) + 4 * U64) * abs_terms + 5 * u * np.abs(dweight) + tiny,
-        (gamma(depth) + 2 * U64) * abs_dy + tiny,
+        (6 * u + us + 3 * U64) * np.abs(dx) + tiny,
+        rstd * (gamma(depth + 2) + 4 * U64) * abs_terms + (5 * u + us) * np.abs(dweight) + tiny,
+        (gamma(depth) + 2 * U64) * abs_dy + us * np.abs(ref[2]) + tiny,
     ]
 
 
-def check_one(kernel_block: int, dtype: str, shape: tuple[int, int, int, int], backend: str) -> Result:
+def check_one(plan: Plan, shape: tuple[int, int, int, int], backend: str) -> Result:
+    """Runs the op with `plan` on seeded random data and compares all three outputs with the reference."""
+    dtype = plan.kernel.dtype
     data = inputs(shape, dtype)
     ref = reference.batch_norm_2d_nchw_backward(*data, eps=EPS)
     args = data if backend == "host" else tuple(arrays.to_device(a) for a in data)
-    got = ops.batch_norm_2d_nchw_backward(*args, eps=EPS, block_hw=kernel_block, backend=backend)
+    got = ops.batch_norm_2d_nchw_backward(*args, eps=EPS, backend=backend, plan=plan)
     got = [arrays.to_host(a).astype(np.float64) for a in got]
     worst, tol_at, max_abs, max_rel = 0.0, 0.0, 0.0, 0.0
-    for out, want, tol in zip(got, ref, tolerances(dtype, kernel_block, data, ref), strict=True):
+    for out, want, tol in zip(got, ref, tolerances(dtype, summation_depth(plan, shape), data, ref), strict=True):
         if out.size == 0:
             continue
         err = np.abs(out - want)
@@ -97,24 +117,49 @@ def check_one(kernel_block: int, dtype: str, shape: tuple[int, int, int, int], b
             worst, tol_at = float(ratio.flat[at]), float(tol.flat[at])
         max_abs = max(max_abs, float(err.max()))
         max_rel = max(max_rel, float(err.max() / max(np.abs(want).max(), np.finfo(np.float64).tiny)))
-    kernel_id = f"batch_norm_2d_nchw_backward__{dtype}__{kernel_block}"
-    return Result(kernel_id, shape, max_abs, max_rel, worst, tol_at)
+    return Result(label(plan), shape, max_abs, max_rel, worst, tol_at)
+
+
+def label(plan: Plan) -> str:
+    return plan.kernel.id + (f" split={plan.split}" if plan.uses_workspace else "")
+
+
+def plans_for(backend: str, shape: tuple[int, int, int, int]) -> list[Plan]:
+    """Every catalogue kernel instance worth checking on `shape`: the seed kernel at three CTA sizes, and the split
+    kernel in each mode with and without splitting (vectorized only where H*W allows)."""
+    out = []
+    for kernel in instances():
+        if kernel.name == "batch_norm_2d_nchw_backward":
+            if kernel.block_hw in SEED_BLOCKS:
+                out.append(Plan(kernel))
+            continue
+        if kernel.block_hw not in SPLIT_BLOCKS[backend]:
+            continue
+        if kernel.vectorized and (shape[2] * shape[3]) % lanes(kernel.dtype):
+            continue
+        out += [Plan(kernel, split) for split in SPLITS[backend]]
+    return out
 
 
 def run(backend: str, shapes: list[tuple[int, int, int, int]] | None = None, out=sys.stdout) -> list[Result]:
-    """Checks every catalogue kernel, dtype and block size in BLOCKS over the suite; prints a table."""
+    """Checks every catalogue kernel and dtype over the suite; prints a table and returns the results."""
     shapes = shapes or (HOST_SUITE if backend == "host" else GPU_SUITE)
-    header = f"{'kernel':<42} {'shape (B,C,H,W)':<20} {'max abs err':>12} {'max rel err':>12} {'tolerance':>11} "
-    print(header + f"{'err/tol':>8}  result", file=out)
+    width = 72
+    print(f"{'kernel (plan)':<{width}} {'shape (B,C,H,W)':<20} {'max abs err':>12} {'max rel err':>12} "
+          f"{'tolerance':>11} {'err/tol':>8}  result", file=out)  # fmt: skip
     results = []
-    for kernel in instances():
-        if kernel.block_dim[0] not in BLOCKS:
-            continue
-        for shape in shapes:
-            r = check_one(kernel.block_dim[0], kernel.dtype, shape, backend)
+    for shape in shapes:
+        for plan in plans_for(backend, shape):
+            try:
+                r = check_one(plan, shape, backend)
+            except RustKernelsError as err:  # a failed launch is a failed check, reported with its reason
+                r = Result(label(plan), shape, math.inf, math.inf, math.inf, 0.0)
+                print(f"{r.kernel_id:<{width}} {shape!s:<20} FAIL: {err}", file=out, flush=True)
+                results.append(r)
+                continue
             results.append(r)
             print(
-                f"{r.kernel_id:<42} {shape!s:<20} {r.max_abs:>12.3e} {r.max_rel:>12.3e} {r.tolerance:>11.3e} "
+                f"{r.kernel_id:<{width}} {shape!s:<20} {r.max_abs:>12.3e} {r.max_rel:>12.3e} {r.tolerance:>11.3e} "
                 f"{r.worst:>8.3f}  {'PASS' if r.passed else 'FAIL'}",
                 file=out,
                 flush=True,

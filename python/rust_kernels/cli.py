@@ -3,6 +3,8 @@ run       the main job: build every catalogue kernel, validate its PTX with ptxa
           there is one, else on the host emulator, and say what could not be done
 build     render and build kernels to PTX (+ cubin) into the cache
 check     cross-check kernels against the reference (--backend cuda|host)
+bench     time the op against PyTorch and the same-traffic bound, and launch and load overheads, on the GPU
+          (python -m rust_kernels bench --help)
 generate  write generated Rust: --host-catalogue PATH (used by the host extension's build script)
 """
 
@@ -77,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.choices["build"].add_argument(
         "--export", type=Path, help="also copy the built entries into this directory, a cache to carry elsewhere"
     )
+    bench = commands.add_parser("bench", add_help=False)
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     check = commands.add_parser("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda")
     generate = commands.add_parser("generate")
@@ -90,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.command == "check":
         return _check(options.backend)
+    if options.command == "bench":
+        from rust_kernels import bench as benchmark
+
+        return benchmark.main(options.bench_args)
     options.host_catalogue.write_text(codegen.host_catalogue(instances()))
     return 0
 

@@ -32,7 +32,7 @@ def _render(template: str, **context: object) -> str:
 
 def _params(spec: KernelSpec, dtype: str | None) -> str:
     """Rust parameter text, `name: type` joined by ", "; generic in D when dtype is None."""
-    return ", ".join(f"{a.name}: {a.type if dtype is None else a.concrete(dtype)}" for a in spec.args)
+    return ", ".join(f"{a.name}: {a.generic if dtype is None else a.concrete(dtype)}" for a in spec.args)
 
 
 @cache

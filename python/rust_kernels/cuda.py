@@ -79,6 +79,14 @@ def compute_capability(device: int) -> tuple[int, int]:
     return major, minor
 
 
+@cache
+def multiprocessor_count(device: int) -> int:
+    driver = _driver()
+    handle = _check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
+    attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    return int(_check(driver.cuDeviceGetAttribute(attr, handle), "multiprocessor count"))
+
+
 def pointer_device(pointer: int) -> int | None:
     """The ordinal of the device owning `pointer`, or None if the driver does not know the pointer."""
     driver = _driver()

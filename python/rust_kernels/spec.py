@@ -10,30 +10,51 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 from rust_kernels.errors import SpecError
 from rust_kernels.paths import SPECS, TEMPLATES
 
 
 @dataclass(frozen=True)
 class DType:
-    """A storage dtype: its Rust type, NumPy name and array-interface type string."""
+    """A storage dtype (also its Rust type's name), with the type kernels accumulate it in."""
 
     name: str
-    numpy: str
-    typestr: str
+    numpy: str  # NumPy's (and PyTorch's) name; bfloat16 comes from ml_dtypes
     size: int
-    acc_size: int  # bytes of the accumulation type (Float::Acc)
+    acc: str  # the accumulation type (Float::Acc)
+    acc_size: int
     unit_roundoff: float  # of the accumulation type
+    storage_roundoff: float  # of rounding a result into this type
+    smallest_subnormal: float
+
+    @property
+    def acc_numpy(self) -> str:
+        return DTYPES[self.acc].numpy
+
+    def numpy_dtype(self) -> np.dtype:
+        if self.name == "bf16":
+            import ml_dtypes  # NumPy has no bfloat16 of its own
+
+            return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(self.numpy)
 
 
 DTYPES = {
-    "f32": DType("f32", "float32", "<f4", 4, 4, 2.0**-24),
-    "f64": DType("f64", "float64", "<f8", 8, 8, 2.0**-53),
+    "f32": DType("f32", "float32", 4, "f32", 4, 2.0**-24, 2.0**-24, 2.0**-149),
+    "f64": DType("f64", "float64", 8, "f64", 8, 2.0**-53, 2.0**-53, 2.0**-1074),
+    "bf16": DType("bf16", "bfloat16", 2, "f32", 4, 2.0**-24, 2.0**-8, 2.0**-133),
+    "f16": DType("f16", "float16", 2, "f32", 4, 2.0**-24, 2.0**-11, 2.0**-24),
 }
 
-# Scalar parameter types and the 4- or 8-byte C types that carry them.
-SCALARS = {"i32": "<i4", "u32": "<u4", "i64": "<i8", "u64": "<u8", "f32": "<f4", "f64": "<f8"}
-POINTER = re.compile(r"^\*(mut|const) (D|f32|f64|i32|u32|i64|u64)$")
+# Element types pointers may point to, by the names NumPy and PyTorch give them, with their sizes.
+ELEMENTS = {"float32": "f32", "float64": "f64", "bfloat16": "bf16", "float16": "f16", "int32": "i32", "uint32": "u32",
+            "int64": "i64", "uint64": "u64"}  # fmt: skip
+ELEMENT_SIZES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8}
+# Scalar parameter types (4- or 8-byte values).
+SCALARS = ("i32", "u32", "i64", "u64", "f32", "f64")
+POINTER = re.compile(r"^\*(mut|const) (D|A|f32|f64|bf16|f16|i32|u32|i64|u64)$")  # D: the dtype, A: its Acc
 SNAKE = re.compile(r"^[a-z_][a-z0-9_]*$")
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONST = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -80,9 +101,16 @@ class ArgSpec:
     def is_pointer(self) -> bool:
         return self.type.startswith("*")
 
+    @property
+    def generic(self) -> str:
+        """The Rust type in the generic kernel: "*mut A" -> "*mut D::Acc"."""
+        return self.type.replace(" A", " D::Acc")
+
     def concrete(self, dtype: str) -> str:
-        """The Rust type with the dtype substituted: "*mut D" -> "*mut f32"."""
-        return self.type.replace(" D", f" {dtype}") if self.is_pointer else self.type
+        """The Rust type with the dtype substituted: "*mut D" -> "*mut f32", "*mut A" -> its accumulation type."""
+        if not self.is_pointer:
+            return self.type
+        return self.type.replace(" D", f" {dtype}").replace(" A", f" {DTYPES[dtype].acc}")
 
     def element(self, dtype: str) -> str:
         """The pointee's type name (pointer args) or the scalar's type name."""

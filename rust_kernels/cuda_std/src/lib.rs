@@ -19,6 +19,7 @@ extern crate self as cuda_std;
 pub mod atomic;
 pub mod float;
 pub mod mem;
+pub mod pack;
 pub mod shared;
 pub mod thread;
 pub mod warp;
@@ -34,8 +35,9 @@ use device as arch;
 use host as arch;
 
 pub mod prelude {
-    pub use crate::float::{Accum, Float, GpuFloat};
+    pub use crate::float::{bf16, f16, Accum, Float, GpuFloat};
     pub use crate::kernel;
     pub use crate::mem::DevicePtr;
+    pub use crate::pack::{Lanes, Pack};
     pub use crate::{atomic, shared, thread, warp};
 }

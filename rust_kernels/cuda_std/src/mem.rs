@@ -14,6 +14,12 @@ pub trait DevicePtr<T: Copy> {
     /// # Safety
     /// Element `i` must lie inside the allocation `self` points into.
     unsafe fn store(self, i: usize, value: T);
+    /// Reads element `i` from memory, never from a cache another CTA's writes may not reach (the L1 cache):
+    /// for data published by other CTAs of the same launch, after `atomic::fence_device`.
+    ///
+    /// # Safety
+    /// Element `i` must lie inside the allocation `self` points into.
+    unsafe fn load_volatile(self, i: usize) -> T;
 }
 
 impl<T: Copy> DevicePtr<T> for *mut T {
@@ -25,5 +31,10 @@ impl<T: Copy> DevicePtr<T> for *mut T {
     #[inline(always)]
     unsafe fn store(self, i: usize, value: T) {
         unsafe { crate::arch::mem::element(self, i, "write").write(value) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_volatile(self, i: usize) -> T {
+        unsafe { crate::arch::mem::element(self, i, "read").read_volatile() }
     }
 }

@@ -2,6 +2,7 @@
 //! This is the only place in the project that holds inline asm.
 
 pub mod atomic;
+pub mod float;
 pub mod math;
 pub mod mem;
 pub mod shared;

@@ -31,3 +31,16 @@ pub unsafe fn fetch_add_f64(ptr: *mut f64, value: f64) -> f64 {
         }
     }
 }
+
+/// `atom.add.u32`.
+///
+/// # Safety
+/// `ptr` must be valid and aligned, and every concurrent access to it atomic.
+pub unsafe fn fetch_add_u32(ptr: *mut u32, value: u32) -> u32 {
+    unsafe { AtomicU32::from_ptr(ptr) }.fetch_add(value, Relaxed)
+}
+
+/// `fence.acq_rel.gpu`: emulated threads share one address space, so a sequentially consistent fence suffices.
+pub fn fence_device() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}

@@ -1,5 +1,7 @@
 //! The type-erased kernel descriptor that `#[kernel]` emits on the host, and its arguments.
 
+use crate::float::{bf16, f16};
+
 /// A kernel parameter: its name (used in error messages and bounds checks) and its Rust type as written in
 /// [`FromArg::TYPE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +89,7 @@ macro_rules! pointer_targets {
     )*};
 }
 
-pointer_targets!(f32, f64, i32, u32, i64, u64, u8, u16);
+pointer_targets!(f32, f64, bf16, f16, i32, u32, i64, u64, u8, u16);
 
 // Addresses come from outside Rust (the caller's buffers), hence exposed provenance.
 impl<T: PointerTarget> FromArg for *mut T {

@@ -7,6 +7,7 @@
 //! code fail the launch with a [`LaunchError`] naming the kernel, instead of corrupting memory or hanging.
 
 pub mod atomic;
+pub mod float;
 pub mod math;
 pub mod mem;
 pub mod shared;

@@ -98,6 +98,11 @@ fn argument_types() {
     assert_eq!(i64::TYPE, "i64");
     assert_eq!(f32::from_arg(&ArgValue::F32(1.5)), 1.5);
     assert_eq!(<*mut u8>::from_arg(&ArgValue::Ptr(64)).addr(), 64);
+    assert_eq!(<*mut bf16>::TYPE, "*mut bf16");
+    assert_eq!(<*const bf16>::TYPE, "*const bf16");
+    assert_eq!(<*mut f16>::TYPE, "*mut f16");
+    assert_eq!(<*const f16>::TYPE, "*const f16");
+    assert_eq!(<*const f16>::from_arg(&ArgValue::Ptr(32)).addr(), 32);
 }
 
 #[kernel]
@@ -550,6 +555,138 @@ fn out_of_bounds_accesses_fail_the_launch() {
     };
     launch(&kernel, &unchecked, &args).unwrap();
     assert_eq!(out[0], 5000 * 4);
+}
+
+/// `y = 2 x + y` one 16-byte pack per thread, through the lane accessors.
+unsafe fn axpy_packs<D: Float>(x: *mut D, y: *mut D) {
+    let i = index_1d() as usize;
+    let (xs, ys): (*mut D::Pack, *mut D::Pack) = (x.cast(), y.cast());
+    unsafe {
+        let (a, mut b) = (xs.load(i), ys.load(i));
+        for k in 0..D::Pack::LANES {
+            let sum = D::Acc::from_f32(2.0) * a.lane(k).to_acc() + b.lane(k).to_acc();
+            b.set_lane(k, D::from_acc(sum));
+        }
+        ys.store(i, b);
+    }
+}
+
+macro_rules! axpy_kernels {
+    ($($name:ident: $t:ident),*) => {$(
+        #[kernel]
+        unsafe fn $name(x: *mut $t, y: *mut $t) {
+            unsafe { axpy_packs(x, y) }
+        }
+    )*};
+}
+
+axpy_kernels!(axpy_f32: f32, axpy_f64: f64, axpy_bf16: bf16, axpy_f16: f16);
+
+/// Runs `kernel` on 3 blocks of 32 threads, one pack each, and checks `y = 2 x + y` (exact in every type here).
+fn check_axpy<D: Float + std::fmt::Debug + PartialEq>(kernel: &HostKernel, from_f32: fn(f32) -> D) {
+    assert_eq!(size_of::<D::Pack>(), 16);
+    assert_eq!(align_of::<D::Pack>(), 16);
+    let n = 96 * D::Pack::LANES;
+    let x: Vec<D> = (0..n).map(|i| from_f32((i % 64) as f32)).collect();
+    let y: Vec<D> = (0..n).map(|i| from_f32(-((i % 32) as f32))).collect();
+    // Packs must be 16-byte aligned: keep the data in a buffer of packs (a pack is exactly its lanes' bytes).
+    let packs = |data: &[D]| -> Vec<D::Pack> {
+        let chunks = data.chunks_exact(D::Pack::LANES);
+        chunks
+            .map(|chunk| unsafe { chunk.as_ptr().cast::<D::Pack>().read_unaligned() })
+            .collect()
+    };
+    let (mut xs, mut ys) = (packs(&x), packs(&y));
+    launch(
+        kernel,
+        &config([3, 1, 1], [32, 1, 1], 0),
+        &[buffer(&mut xs), buffer(&mut ys)],
+    )
+    .unwrap();
+    let got: Vec<D> = ys.iter().flat_map(|p| (0..D::Pack::LANES).map(|k| p.lane(k))).collect();
+    let expected: Vec<D> = (0..n)
+        .map(|i| from_f32((2 * (i % 64)) as f32 - (i % 32) as f32))
+        .collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn pack_kernels_compute_every_lane() {
+    check_axpy(&axpy_f32__HOST, |v| v);
+    check_axpy(&axpy_f64__HOST, f64::from);
+    check_axpy(&axpy_bf16__HOST, bf16::from_acc);
+    check_axpy(&axpy_f16__HOST, f16::from_acc);
+    assert_eq!(axpy_bf16__HOST.params[0].ty, "*mut bf16");
+    assert_eq!(axpy_f16__HOST.params[1].ty, "*mut f16");
+}
+
+/// Thread 2 reads or writes a pack of `x_ptr` or `h_ptr` as `case` selects.
+unsafe fn pack_access(args: &[ArgValue]) {
+    let x = <*mut f32>::from_arg(&args[0]);
+    let h = <*mut bf16>::from_arg(&args[1]);
+    if thread_idx_x() == 2 {
+        let packs: *mut <f32 as Float>::Pack = x.cast();
+        unsafe {
+            match u32::from_arg(&args[2]) {
+                0 => drop(packs.load(2)),
+                1 => packs.store(3, packs.load(0)),
+                2 => drop(x.add(1).cast::<<f32 as Float>::Pack>().load(0)),
+                3 => drop(h.add(4).cast::<<bf16 as Float>::Pack>().load(1)),
+                _ => drop(h.cast::<<bf16 as Float>::Pack>().load(2)),
+            }
+        }
+    }
+}
+
+#[test]
+fn pack_accesses_are_checked_whole() {
+    let kernel = HostKernel {
+        name: "packs",
+        params: &[
+            Param {
+                name: "x_ptr",
+                ty: "*mut f32",
+            },
+            Param {
+                name: "h_ptr",
+                ty: "*mut bf16",
+            },
+            Param {
+                name: "case",
+                ty: "u32",
+            },
+        ],
+        call: pack_access,
+    };
+    // 10 floats are 2 whole packs and half of a third; 20 bf16 are 2 whole packs and half of a third.
+    let mut xs = [Pack([0.0f32; 4]); 3];
+    let mut hs = [Pack([bf16::default(); 8]); 3];
+    let x_addr = xs.as_ptr().addr();
+    let h_addr = hs.as_ptr().addr();
+    let args = |case: u32, xs: &mut [Pack<f32, 4>; 3], hs: &mut [Pack<bf16, 8>; 3]| {
+        let (mut x, mut h) = (buffer(xs), buffer(hs));
+        (x.bytes, h.bytes) = (10 * 4, 20 * 2);
+        [x, h, scalar(ArgValue::U32(case))]
+    };
+    let here = "in block (0,0,0) thread (2,0,0)";
+    let cases = [
+        format!("out-of-bounds read from x_ptr at element 2 (x_ptr has 2 elements) {here}"),
+        format!("out-of-bounds write to x_ptr at element 3 (x_ptr has 2 elements) {here}"),
+        format!(
+            "misaligned read from x_ptr at element 0: address {:#x} is not a multiple of 16, {here}",
+            x_addr + 4
+        ),
+        format!(
+            "misaligned read from h_ptr at element 1: address {:#x} is not a multiple of 16, {here}",
+            h_addr + 8
+        ),
+        format!("out-of-bounds read from h_ptr at element 2 (h_ptr has 2 elements) {here}"),
+    ];
+    for (case, expected) in cases.iter().enumerate() {
+        let args = args(case as u32, &mut xs, &mut hs);
+        let message = launch_error(&kernel, &config([1, 1, 1], [32, 1, 1], 0), &args);
+        assert_eq!(message, format!("kernel packs: {expected}"));
+    }
 }
 
 /// Thread 3 of block 1 panics; the rest wait at a barrier.
