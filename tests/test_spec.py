@@ -32,7 +32,7 @@ def test_the_catalogue_parses():
         ('name = "BLOCK_HW"', 'name = "block-hw"', "const 'block-hw'"),
         ('type = "*mut D"', 'type = "&mut [D]"', "dy_ptr has type"),
         ('name = "x_ptr"', 'name = "dy_ptr"', "unique"),
-        ('dtypes = ["f32", "f64"]', 'dtypes = ["f32", "f128"]', "dtypes"),
+        ('dtypes = ["f32", "f64", "bf16", "f16"]', 'dtypes = ["f32", "f128"]', "dtypes"),
         ('template = "batch_norm_2d_nchw_backward.rs.j2"', 'template = "missing.rs.j2"', "not found"),
         ('grid = ["C", 1, 1]', 'grid = ["K", 1, 1]', "grid entry 'K'"),
         ('block = ["BLOCK_HW", 1, 1]', "block = [0, 1, 1]", "block entry 0"),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,8 +22,7 @@ F32_MAX = float(np.finfo(np.float32).max)
 TYPESTRS = {"<f4": "f32", "<f8": "f64", "<f2": "f16", "<i4": "i32", "<u4": "u32", "<i8": "i64", "<u8": "u64"}
 
 
-@dataclass(frozen=True)
-class Packed:
+class Packed(NamedTuple):  # a tuple: built for every argument of every checked launch
     """One argument as the launcher passes it: a pointer (with the byte extent behind it) or a scalar."""
 
     type: str  # "ptr" or a scalar type name ("i32", "f32", ...)
@@ -31,9 +30,15 @@ class Packed:
     nbytes: int = 0
 
 
-def _where(kernel: Kernel, index: int) -> str:
-    name, rust_type = kernel.args[index]
-    return f"{kernel.name}: argument {index} ({name}: {rust_type})"
+@cache
+def _schema(kernel: Kernel) -> tuple[tuple[bool, str, str], ...]:
+    """Per argument: is it a pointer, its element (pointers) or scalar type, and how errors name it. Derived once
+    per kernel from the spec, so a launch only compares."""
+    return tuple(
+        (arg.is_pointer, arg.element(kernel.dtype) if arg.is_pointer else arg.type, f"{kernel.name}: argument {i} "
+         f"({name}: {rust_type})")
+        for i, (arg, (name, rust_type)) in enumerate(zip(kernel.spec.args, kernel.args, strict=True))
+    )  # fmt: skip
 
 
 def _contiguous(shape: Sequence[int], strides: Sequence[int] | None, itemsize: int) -> bool:
@@ -131,16 +136,13 @@ def pack(kernel: Kernel, values: Sequence[Any], backend: str, device: int = 0) -
         names = ", ".join(name for name, _ in kernel.args)
         raise ArgumentError(f"{kernel.name} takes {len(kernel.args)} arguments ({names}), got {len(values)}")
     packed = []
-    for index, (arg, value) in enumerate(zip(kernel.spec.args, values, strict=True)):
-        where = _where(kernel, index)
-        if arg.is_pointer:
-            element = arg.element(kernel.dtype)
-            if backend == "cuda":
-                packed.append(_cuda_pointer(where, value, element, device))
-            else:
-                packed.append(_host_pointer(where, value, element))
+    for (is_pointer, kind, where), value in zip(_schema(kernel), values, strict=True):
+        if not is_pointer:
+            packed.append(_scalar(where, value, kind))
+        elif backend == "cuda":
+            packed.append(_cuda_pointer(where, value, kind, device))
         else:
-            packed.append(_scalar(where, value, arg.type))
+            packed.append(_host_pointer(where, value, kind))
     return packed
 
 

@@ -79,12 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     commands.choices["build"].add_argument(
         "--export", type=Path, help="also copy the built entries into this directory, a cache to carry elsewhere"
     )
-    bench = commands.add_parser("bench", add_help=False)
-    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    commands.add_parser("bench", add_help=False)  # its own options: rust_kernels.bench.main parses them
     check = commands.add_parser("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda")
     generate = commands.add_parser("generate")
     generate.add_argument("--host-catalogue", type=Path, required=True, help="write the host catalogue here")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from rust_kernels import bench
+
+        return bench.main(argv[1:])
     options = parser.parse_args(argv)
 
     if options.command == "run":
@@ -94,10 +98,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if options.command == "check":
         return _check(options.backend)
-    if options.command == "bench":
-        from rust_kernels import bench as benchmark
-
-        return benchmark.main(options.bench_args)
     options.host_catalogue.write_text(codegen.host_catalogue(instances()))
     return 0
 

@@ -7,7 +7,7 @@ streams work as they are. Launches are asynchronous: nothing synchronises after 
 from __future__ import annotations
 
 import ctypes
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from rust_kernels import args as kargs
@@ -155,17 +155,17 @@ class CudaKernel:
 
 @cache
 def _cu_launch_kernel() -> Any:
-    """The driver's cuLaunchKernel through ctypes: with prebuilt arguments it costs no more than the driver call."""
+    """The driver's cuLaunchKernel through ctypes. No argtypes: the arguments are prebuilt ctypes objects, passed as
+    they are, so a call costs little more than the driver's own."""
     function = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
     function.restype = ctypes.c_int
-    function.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     return function
 
 
 class PreparedLaunch:
     """One checked, packed launch of a loaded kernel; `launch()` (or calling it) enqueues it."""
 
-    __slots__ = ("_arguments", "_function", "_values", "kernel")
+    __slots__ = ("_call", "_values", "kernel")
 
     def __init__(
         self,
@@ -179,14 +179,14 @@ class PreparedLaunch:
         self.kernel = loaded.kernel
         self._values = [CTYPES[p.type](p.value) for p in packed]  # kept alive: the driver reads them at launch
         params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
-        self._function = _cu_launch_kernel()
         handle = ctypes.c_void_p(int(loaded.function))
         dims = [ctypes.c_uint(d) for d in (*grid, *block, shared)]
-        self._arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p), None)
+        arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p), None)
+        self._call = partial(_cu_launch_kernel(), *arguments)  # bound in C: no argument handling per launch
         self._values.append(params)
 
     def launch(self) -> None:
-        err = self._function(*self._arguments)
+        err = self._call()
         if err:
             _check((_driver().CUresult(err),), f"launching {self.kernel.id}")
 

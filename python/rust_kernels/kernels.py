@@ -69,7 +69,7 @@ class Kernel:
     def entry_point_name(self) -> str:
         return f"{self.name}_entry_point"
 
-    @property
+    @cached_property
     def args(self) -> tuple[tuple[str, str], ...]:
         """The launch signature, in ABI order: (name, Rust type) pairs with the dtype substituted."""
         return tuple((a.name, a.concrete(self.dtype)) for a in self.spec.args)
@@ -89,7 +89,7 @@ class Kernel:
     def dtype_info(self) -> DType:
         return DTYPES[self.dtype]
 
-    @property
+    @cached_property
     def block_dim(self) -> tuple[int, int, int]:
         """The CTA shape the kernel is written for."""
         consts = {c.name: v for c, v in zip(self.spec.consts, self.const_values, strict=True)}
@@ -101,7 +101,7 @@ class Kernel:
         x, y, z = (scalars[d] if isinstance(d, str) else d for d in self.spec.grid)
         return (x, y, z)
 
-    @property
+    @cached_property
     def shared_mem_bytes(self) -> int:
         """Dynamic shared memory the kernel needs (the launch default)."""
         warps = self.block_dim[0] * self.block_dim[1] * self.block_dim[2] // 32
