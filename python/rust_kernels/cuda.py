@@ -7,6 +7,7 @@ streams work as they are. Launches are asynchronous: nothing synchronises after 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from functools import cache, partial
 from typing import Any
 
@@ -139,14 +140,14 @@ class CudaKernel:
 
     def prepare(
         self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None
-    ) -> PreparedLaunch:
+    ) -> Callable[[], None]:
         """Checks and packs a launch once; calling the result launches it again and again with no Python-side
         checking or packing: the path for hot loops. The arrays behind pointer arguments must outlive it."""
         packed = kargs.pack(self.kernel, args, "cuda", self.device)
         grid3, block3, shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem)
         if shared > self._shared_limit:
             self._allow_shared(shared)
-        return PreparedLaunch(self, grid3, block3, shared, stream_handle(stream), packed)
+        return _prepared(self, grid3, block3, shared, stream_handle(stream), packed)
 
     def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
         """Launches on `stream` (default: the legacy default stream) without synchronising."""
@@ -162,32 +163,46 @@ def _cu_launch_kernel() -> Any:
     return function
 
 
-class PreparedLaunch:
-    """One checked, packed launch of a loaded kernel; `launch()` (or calling it) enqueues it."""
+def _launch_failed(kernel_id: str, code: int) -> None:
+    _check((_driver().CUresult(code),), f"launching {kernel_id}")
 
-    __slots__ = ("_call", "_values", "kernel")
 
-    def __init__(
-        self,
-        loaded: CudaKernel,
-        grid: tuple[int, int, int],
-        block: tuple[int, int, int],
-        shared: int,
-        stream: int,
-        packed: list[kargs.Packed],
-    ) -> None:
-        self.kernel = loaded.kernel
-        self._values = [CTYPES[p.type](p.value) for p in packed]  # kept alive: the driver reads them at launch
-        params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
-        handle = ctypes.c_void_p(int(loaded.function))
-        dims = [ctypes.c_uint(d) for d in (*grid, *block, shared)]
-        arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p), None)
-        self._call = partial(_cu_launch_kernel(), *arguments)  # bound in C: no argument handling per launch
-        self._values.append(params)
+@cache
+def _native_launch() -> Any:
+    """The extension's CudaLaunch (one native call per launch), or None where the extension is not built."""
+    try:
+        from rust_kernels._host import CudaLaunch
+    except ImportError:
+        return None
+    return CudaLaunch
 
-    def launch(self) -> None:
-        err = self._call()
-        if err:
-            _check((_driver().CUresult(err),), f"launching {self.kernel.id}")
 
-    __call__ = launch
+def _prepared(
+    loaded: CudaKernel,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    shared: int,
+    stream: int,
+    packed: list[kargs.Packed],
+) -> Callable[[], None]:
+    """A callable that enqueues the launch: the extension's CudaLaunch where it is built, else ctypes."""
+    values = [CTYPES[p.type](p.value) for p in packed]  # the driver reads these at each launch
+    params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+    on_error = partial(_launch_failed, loaded.kernel.id)
+    native = _native_launch()
+    if native is not None:
+        entry = ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value
+        dims = (*grid, *block, shared)
+        return native(entry, int(loaded.function), dims, stream, ctypes.addressof(params), (values, params), on_error)
+    handle = ctypes.c_void_p(int(loaded.function))
+    dims = [ctypes.c_uint(d) for d in (*grid, *block, shared)]
+    arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p), None)
+    call = partial(_cu_launch_kernel(), *arguments)  # bound in C: no argument handling per launch
+
+    def launch() -> None:
+        code = call()
+        if code:
+            on_error(code)
+
+    launch.keep = (values, params)  # type: ignore[attr-defined]
+    return launch

@@ -1,10 +1,12 @@
-//! `rust_kernels._host`: every catalogue kernel instance compiled for the CPU, launched through the device-support
-//! crate's host emulator. The Python side (rust_kernels.host) checks arguments against the schema first.
+//! `rust_kernels._host`, the package's native extension: every catalogue kernel instance compiled for the CPU,
+//! launched through the device-support crate's host emulator (the Python side, rust_kernels.host, checks arguments
+//! against the schema first); and `CudaLaunch`, a prepared GPU launch that costs one native call.
 
 use cuda_std::host::{self, Arg, ArgValue, HostKernel, LaunchConfig};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
+use std::ffi::c_void;
 
 /// One compiled kernel instance.
 pub struct Entry {
@@ -88,10 +90,88 @@ fn launch(
         .map_err(|err| KernelError::new_err(err.to_string()))
 }
 
+/// The driver's `cuLaunchKernel`.
+type LaunchKernel =
+    unsafe extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void, *mut *mut c_void) -> i32;
+
+/// One checked, packed GPU launch (rust_kernels.cuda builds it): calling it calls `cuLaunchKernel` directly, with no
+/// argument conversion, which is what makes a prepared launch cheaper than ctypes or cuda.core.
+#[pyclass(frozen)]
+struct CudaLaunch {
+    launch: LaunchKernel,
+    function: usize,
+    dims: [u32; 7],
+    stream: usize,
+    params: usize,
+    /// The parameter storage `params` points into, kept alive with the launch.
+    _keep: PyObject,
+    /// Called with the CUresult of a failed launch; raises the package's LaunchError.
+    on_error: PyObject,
+}
+
+#[pymethods]
+impl CudaLaunch {
+    /// `entry` is the address of the driver's cuLaunchKernel, `function` a CUfunction of the current context,
+    /// `dims` grid x, y, z, block x, y, z and the dynamic shared-memory bytes, and `params` the address of the
+    /// kernel's parameter array inside `keep`.
+    #[new]
+    fn new(
+        entry: usize,
+        function: usize,
+        dims: [u32; 7],
+        stream: usize,
+        params: usize,
+        keep: PyObject,
+        on_error: PyObject,
+    ) -> PyResult<Self> {
+        if entry == 0 || function == 0 || params == 0 {
+            return Err(PyTypeError::new_err(
+                "CudaLaunch needs non-null entry, function and params",
+            ));
+        }
+        // SAFETY: rust_kernels.cuda passes the address ctypes resolved for libcuda's cuLaunchKernel.
+        let launch = unsafe { std::mem::transmute::<*const c_void, LaunchKernel>(entry as *const c_void) };
+        Ok(Self {
+            launch,
+            function,
+            dims,
+            stream,
+            params,
+            _keep: keep,
+            on_error,
+        })
+    }
+
+    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+        let [gx, gy, gz, bx, by, bz, shared] = self.dims;
+        // SAFETY: the constructor's contract; `_keep` holds the parameter storage alive.
+        let code = unsafe {
+            (self.launch)(
+                self.function,
+                gx,
+                gy,
+                gz,
+                bx,
+                by,
+                bz,
+                shared,
+                self.stream,
+                self.params as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if code != 0 {
+            self.on_error.call1(py, (code,))?;
+        }
+        Ok(())
+    }
+}
+
 #[pymodule]
 fn _host(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernels, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
+    m.add_class::<CudaLaunch>()?;
     m.add("KernelError", m.py().get_type::<KernelError>())?;
     Ok(())
 }
