@@ -22,7 +22,7 @@ def test_gpu_matches_reference(plan, shape):
 @pytest.mark.parametrize("deterministic", [True, False])
 @pytest.mark.parametrize("shape", [(32, 64, 28, 28), (8, 32, 8, 8), (4, 3, 7, 7), (2, 16, 97, 131)], ids=str)
 def test_the_chosen_plan_matches_reference(shape, deterministic):
-    chosen = plans.choose(shape, "f32", True, cuda.multiprocessor_count(0), deterministic)
+    chosen = plans.choose(shape, "f32", 16, cuda.multiprocessor_count(0), deterministic)
     result = check.check_one(chosen, shape, "cuda")
     assert result.passed, (check.label(chosen), result)
 

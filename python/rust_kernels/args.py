@@ -52,15 +52,21 @@ def _contiguous(shape: Sequence[int], strides: Sequence[int] | None, itemsize: i
     return True
 
 
+_torch_elements: dict[Any, str | None] = {}  # torch.dtype -> our name, filled as dtypes are seen
+
+
 def _torch_pointer(where: str, value: Any, element: str, device: int) -> Packed:
-    got = ELEMENTS.get(str(value.dtype).removeprefix("torch."))
+    dtype = value.dtype
+    got = _torch_elements.get(dtype)
+    if got is None:
+        got = _torch_elements[dtype] = ELEMENTS.get(str(dtype).removeprefix("torch."))
     if got != element:
         raise ArgumentError(f"{where}: expected a tensor of {element}, got dtype {value.dtype}")
-    if value.device.type != "cuda" or value.device.index != device:
+    if value.get_device() != device:  # -1 for CPU tensors
         raise ArgumentError(f"{where}: expected a tensor on cuda:{device}, got one on {value.device}")
     if not value.is_contiguous():
         raise ArgumentError(f"{where}: expected a contiguous tensor, got strides {tuple(value.stride())}")
-    return Packed("ptr", value.data_ptr(), value.numel() * value.element_size())
+    return Packed("ptr", value.data_ptr(), value.nbytes)
 
 
 def _device_of(pointer: int) -> int | None:
@@ -156,6 +162,11 @@ def _dim3(name: str, value: Any) -> tuple[int, int, int]:
     return (x, y, z)
 
 
+@cache
+def _scalar_positions(kernel: Kernel) -> tuple[tuple[str, int], ...]:
+    return tuple((arg.name, i) for i, arg in enumerate(kernel.spec.args) if not arg.is_pointer)
+
+
 def launch_config(
     kernel: Kernel, grid: Any, block: Any, packed: list[Packed], shared_mem: int | None
 ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
@@ -163,8 +174,7 @@ def launch_config(
     grid3, block3 = _dim3("grid", grid), _dim3("block", block)
     if block3 != kernel.block_dim:
         raise ArgumentError(f"block: {kernel.id} is written for a CTA of {kernel.block_dim}, got {block3}")
-    scalars = {a.name: p.value for a, p in zip(kernel.spec.args, packed, strict=True) if not a.is_pointer}
-    expected = kernel.grid_dim(scalars)
+    expected = kernel.grid_dim({name: packed[i].value for name, i in _scalar_positions(kernel)})
     if grid3 != expected:
         raise ArgumentError(f"grid: {kernel.name} expects {expected} for these arguments, got {grid3}")
     shared = kernel.shared_mem_bytes if shared_mem is None else shared_mem

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Any
 
@@ -80,9 +81,9 @@ def batch_norm_2d_nchw_backward(
     if plan is None:
         from rust_kernels.cuda import multiprocessor_count
 
-        aligned = all(arrays.address(a) % 16 == 0 for a in (dy, x, dx))
+        alignment = math.gcd(16, *(arrays.address(a) for a in (dy, x, dx)))
         sms = 1 if backend == "host" else multiprocessor_count(device)
-        plan = plans.choose(shape, dtype, aligned, sms, deterministic, block_hw)
+        plan = plans.choose(shape, dtype, alignment, sms, deterministic, block_hw)
     if channels == 0:
         return dx, dweight, dbias
     head = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)

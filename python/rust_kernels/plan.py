@@ -2,7 +2,7 @@
 
 The kernel moves 3 x numel x sizeof(D) bytes, so it is memory-bound: the plan's job is to keep every SM streaming.
 One CTA per channel leaves SMs idle when C is small, so each channel is then split over several CTAs, as long as
-each keeps enough work; 16-byte vector accesses are used when H*W and the pointers allow.
+each keeps enough work; 16- or 8-byte vector accesses are used when H*W and the pointers allow.
 """
 
 from __future__ import annotations
@@ -32,26 +32,35 @@ class Plan:
         return (channels, self.split, 1)
 
 
-def lanes(dtype: str) -> int:
-    """Elements per 16-byte pack."""
-    return 16 // DTYPES[dtype].size
+def unit_elements(vectorized: int, dtype: str) -> int:
+    """Elements the split kernel moves at once: one, or a 16-byte (vectorized 1) or 8-byte (2) pack."""
+    return {0: 1, 1: 16, 2: 8}[vectorized] // (1 if vectorized == 0 else DTYPES[dtype].size)
+
+
+def vector_mode(hw: int, dtype: str, alignment: int) -> int:
+    """The widest pack that divides every row (H*W elements) and the pointers' alignment, if it holds 2+ lanes."""
+    for mode, nbytes in ((1, 16), (2, 8)):
+        lanes = unit_elements(mode, dtype)
+        if alignment % nbytes == 0 and lanes >= 2 and hw % lanes == 0:
+            return mode
+    return 0
 
 
 def choose(
     shape: tuple[int, int, int, int],
     dtype: str,
-    aligned: bool,
+    alignment: int,
     sms: int,
     deterministic: bool = True,
     block_hw: int | None = None,
 ) -> Plan:
-    """The plan for an NCHW shape; `aligned`: dy, x and dx all start on 16-byte boundaries."""
+    """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx."""
     batches, channels, height, width = shape
     hw = height * width
     if batches * hw >= 2**32:
         raise ArgumentError(f"x: B * H * W = {batches * hw} exceeds the kernel's 32-bit per-channel indexing")
-    vectorized = aligned and hw % lanes(dtype) == 0
-    units = batches * hw // (lanes(dtype) if vectorized else 1)
+    vectorized = vector_mode(hw, dtype, alignment)
+    units = batches * hw // unit_elements(vectorized, dtype)
     # Measured on the H200 (bench and a sweep of block x split per shape): with C of 1.5 CTAs per SM or more, one
     # CTA per channel is best; fewer channels are split until there are about 2 CTAs per SM, as long as each CTA
     # keeps enough work. Bigger CTAs pay off only when each has a lot to stream.
@@ -61,7 +70,7 @@ def choose(
             split *= 2
     per_cta = units // split
     block = block_hw or (512 if per_cta >= 16384 else 256 if per_cta >= 4096 else 128)
-    kernel = BatchNorm2dNchwBackwardSplit(block, int(vectorized), int(deterministic), dtype=dtype)
+    kernel = BatchNorm2dNchwBackwardSplit(block, vectorized, int(deterministic), dtype=dtype)
     return Plan(kernel, split)
 
 

@@ -26,7 +26,7 @@ class DType:
     acc: str  # the accumulation type (Float::Acc)
     acc_size: int
     unit_roundoff: float  # of the accumulation type
-    storage_roundoff: float  # of rounding a result into this type
+    storage_roundoff: float  # of rounding a result from the accumulation type into this one (0: no rounding)
     smallest_subnormal: float
 
     @property
@@ -42,8 +42,8 @@ class DType:
 
 
 DTYPES = {
-    "f32": DType("f32", "float32", 4, "f32", 4, 2.0**-24, 2.0**-24, 2.0**-149),
-    "f64": DType("f64", "float64", 8, "f64", 8, 2.0**-53, 2.0**-53, 2.0**-1074),
+    "f32": DType("f32", "float32", 4, "f32", 4, 2.0**-24, 0.0, 2.0**-149),
+    "f64": DType("f64", "float64", 8, "f64", 8, 2.0**-53, 0.0, 2.0**-1074),
     "bf16": DType("bf16", "bfloat16", 2, "f32", 4, 2.0**-24, 2.0**-8, 2.0**-133),
     "f16": DType("f16", "float16", 2, "f32", 4, 2.0**-24, 2.0**-11, 2.0**-24),
 }

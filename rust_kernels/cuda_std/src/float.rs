@@ -1,7 +1,7 @@
 //! Float types. `Float` is a storage type (what pointers point to); `Accum` is the type a kernel computes and
 //! accumulates in (f32 for f32, f64 for f64; the 16-bit storage types [`bf16`] and [`f16`] accumulate in f32).
 
-use crate::pack::{Lanes, Pack};
+use crate::pack::{Lanes, Pack, Pack8};
 use crate::warp::ShuffleValue;
 use core::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub, SubAssign};
 
@@ -40,12 +40,14 @@ pub trait Float: Copy + 'static {
     type Acc: Accum;
     /// 16 bytes of this type, for one vector load or store (`ld.global.v4.b32`) instead of one per element.
     type Pack: Lanes<Elem = Self>;
+    /// 8 bytes of this type (`ld.global.v2.b32`), for rows too short for 16-byte packs.
+    type Pack8: Lanes<Elem = Self>;
     fn to_acc(self) -> Self::Acc;
     fn from_acc(value: Self::Acc) -> Self;
 }
 
 macro_rules! native_float {
-    ($t:ident, $math:ident, $lanes:literal) => {
+    ($t:ident, $math:ident, $lanes8:literal) => {
         impl GpuFloat for $t {
             #[inline(always)]
             fn sqrt(self) -> Self {
@@ -80,7 +82,8 @@ macro_rules! native_float {
 
         impl Float for $t {
             type Acc = $t;
-            type Pack = Pack<$t, $lanes>;
+            type Pack = Pack<$t, { 2 * $lanes8 }>;
+            type Pack8 = Pack8<$t, $lanes8>;
             #[inline(always)]
             fn to_acc(self) -> $t {
                 self
@@ -93,8 +96,8 @@ macro_rules! native_float {
     };
 }
 
-native_float!(f32, f32, 4);
-native_float!(f64, f64, 2);
+native_float!(f32, f32, 2);
+native_float!(f64, f64, 1);
 
 macro_rules! half_float {
     ($(#[$doc:meta])* $t:ident, $to_f32:ident, $from_f32:ident) => {
@@ -120,6 +123,7 @@ macro_rules! half_float {
         impl Float for $t {
             type Acc = f32;
             type Pack = Pack<$t, 8>;
+            type Pack8 = Pack8<$t, 4>;
             #[inline(always)]
             fn to_acc(self) -> f32 {
                 crate::arch::float::$to_f32(self.0)

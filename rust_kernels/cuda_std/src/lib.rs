@@ -38,6 +38,6 @@ pub mod prelude {
     pub use crate::float::{bf16, f16, Accum, Float, GpuFloat};
     pub use crate::kernel;
     pub use crate::mem::DevicePtr;
-    pub use crate::pack::{Lanes, Pack};
+    pub use crate::pack::{Lanes, Pack, Pack8};
     pub use crate::{atomic, shared, thread, warp};
 }

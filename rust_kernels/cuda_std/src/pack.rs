@@ -1,7 +1,7 @@
-//! 16-byte vectors of storage elements. The GPU moves 16 bytes per thread in one `ld.global.v4.b32` /
-//! `st.global.v4.b32` only when the type is 16-byte aligned: a plain `[f32; 4]` is loaded as four scalars.
-//! Kernels cast an element pointer to `*mut D::Pack` and use [`DevicePtr`](crate::mem::DevicePtr) on it; the
-//! pointer must then be 16-byte aligned, which the host emulator checks.
+//! 16- and 8-byte vectors of storage elements. The GPU moves 16 (8) bytes per thread in one `ld.global.v4.b32`
+//! (`.v2.b32`) only when the type is that aligned: a plain `[f32; 4]` is loaded as four scalars. Kernels cast an
+//! element pointer to `*mut D::Pack` (or `D::Pack8`) and use [`DevicePtr`](crate::mem::DevicePtr) on it; the
+//! pointer must then be aligned to the pack, which the host emulator checks.
 
 /// `N` elements, aligned to 16 bytes (`N * size_of::<T>()` should be 16, which every [`Float::Pack`] is).
 ///
@@ -21,15 +21,29 @@ pub trait Lanes: Copy {
     fn set_lane(&mut self, i: usize, value: Self::Elem);
 }
 
-impl<T: Copy, const N: usize> Lanes for Pack<T, N> {
-    type Elem = T;
-    const LANES: usize = N;
-    #[inline(always)]
-    fn lane(&self, i: usize) -> T {
-        self.0[i]
-    }
-    #[inline(always)]
-    fn set_lane(&mut self, i: usize, value: T) {
-        self.0[i] = value;
-    }
+/// `N` elements, aligned to 8 bytes (`N * size_of::<T>()` should be 8, which every [`Float::Pack8`] is): for rows
+/// whose length allows 8-byte packs but not 16-byte ones.
+///
+/// [`Float::Pack8`]: crate::float::Float::Pack8
+#[repr(C, align(8))]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pack8<T, const N: usize>(pub [T; N]);
+
+macro_rules! lanes {
+    ($($pack:ident),*) => {$(
+        impl<T: Copy, const N: usize> Lanes for $pack<T, N> {
+            type Elem = T;
+            const LANES: usize = N;
+            #[inline(always)]
+            fn lane(&self, i: usize) -> T {
+                self.0[i]
+            }
+            #[inline(always)]
+            fn set_lane(&mut self, i: usize, value: T) {
+                self.0[i] = value;
+            }
+        }
+    )*};
 }
+
+lanes!(Pack, Pack8);
