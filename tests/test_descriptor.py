@@ -122,3 +122,28 @@ def test_content_hash_follows_the_toolchain(monkeypatch):
 def test_catalogue_classes_are_named_in_pascal_case():
     assert "BatchNorm2dNchwBackward" in CATALOGUE
     assert BatchNorm2dNchwBackward.__name__ == "BatchNorm2dNchwBackward"
+
+
+def test_content_hash_ignores_the_host_emulator_but_not_the_device_code(tmp_path, monkeypatch):
+    import shutil
+
+    from rust_kernels import builder, paths
+
+    copy = tmp_path / "cuda_std"
+    shutil.copytree(paths.CUDA_STD, copy, ignore=shutil.ignore_patterns("target"))
+    monkeypatch.setattr(builder, "CUDA_STD", copy)
+    k = BatchNorm2dNchwBackward(block_hw=256)
+
+    def key() -> str:
+        builder._tree_digest.cache_clear()
+        return k.content_hash()
+
+    try:
+        before = key()
+        assert before == k.content_hash()  # the copy hashes like the original
+        (copy / "src" / "host" / "mod.rs").write_text("// edited emulator\n", encoding="utf-8")
+        assert key() == before
+        (copy / "src" / "device" / "mod.rs").write_text("// edited device code\n", encoding="utf-8")
+        assert key() != before
+    finally:
+        builder._tree_digest.cache_clear()

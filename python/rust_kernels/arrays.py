@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from rust_kernels.errors import ArgumentError, ArgumentTypeError
-from rust_kernels.spec import ELEMENTS
+from rust_kernels.spec import DTYPES, ELEMENTS
 
 
 def is_torch(a: Any) -> bool:
@@ -65,10 +65,10 @@ def to_host(a: Any) -> np.ndarray:
     if isinstance(a, np.ndarray):
         return a
     if is_torch(a):
-        if str(a.dtype) == "torch.bfloat16":
-            from rust_kernels.spec import DTYPES
+        import torch
 
-            return a.cpu().view(dtype=__import__("torch").int16).numpy().view(DTYPES["bf16"].numpy_dtype())
+        if a.dtype == torch.bfloat16:  # NumPy's bfloat16 (ml_dtypes) is unknown to PyTorch: move the bits
+            return a.cpu().view(torch.int16).numpy().view(DTYPES["bf16"].numpy_dtype())
         return a.cpu().numpy()
     import cupy
 

@@ -29,10 +29,19 @@ def default_arch() -> str:
 @cache
 def _tree_digest() -> str:
     """Hash of the sources that decide the PTX besides the kernel: the device-support crate and its macro, the
-    linker, the crate templates and the workspace lock file (dependency versions)."""
-    files = [p for d in (CUDA_STD, CUDA_STD_MACROS) for p in sorted(d.rglob("*")) if "target" not in p.parts]
-    files += [PTX_LINKER, TEMPLATES / "crate_Cargo.toml.j2", TEMPLATES / "crate_lib.rs.j2", WORKSPACE / "Cargo.lock"]
-    digest = [f"{p.relative_to(WORKSPACE.parent)}:{kcache.sha256(p.read_bytes())}" for p in files if p.is_file()]
+    linker, the crate templates and the workspace lock file (dependency versions). The crate's host emulator
+    (src/host, compiled for every target but nvptx64) does not reach the PTX and is left out."""
+    host_only = CUDA_STD / "src" / "host"
+    files = {
+        str(p.relative_to(root.parent)): p
+        for root in (CUDA_STD, CUDA_STD_MACROS)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "target" not in p.parts and host_only not in p.parents
+    }
+    for p in (PTX_LINKER, TEMPLATES / "crate_Cargo.toml.j2", TEMPLATES / "crate_lib.rs.j2", WORKSPACE / "Cargo.lock"):
+        if p.is_file():
+            files[p.name] = p
+    digest = [f"{name}:{kcache.sha256(p.read_bytes())}" for name, p in files.items()]
     return kcache.sha256("\n".join(digest).encode())
 
 

@@ -258,16 +258,9 @@ impl Cta {
         } else {
             self.detect_deadlock(&mut state);
         }
-        loop {
-            if state.failed {
-                drop(state);
-                abort();
-            }
-            if state.barrier.generation != generation {
-                return state.barrier.last;
-            }
-            state = self.barrier_cv.wait(state).unwrap_or_else(PoisonError::into_inner);
-        }
+        self.wait(state, &self.barrier_cv, |state| {
+            (state.barrier.generation != generation).then_some(state.barrier.last)
+        })
     }
 
     /// A warp rendezvous: waits until every live lane of `mask` has arrived at the same operation, then returns
@@ -302,15 +295,27 @@ impl Cta {
         } else {
             self.detect_deadlock(&mut state);
         }
+        self.wait(state, &self.warp_cvs[warp], |state| {
+            state.warps[warp].results[lane as usize].take()
+        })
+    }
+
+    /// Waits on `cv` until `ready` yields this thread's result; unwinds the thread if the CTA fails meanwhile.
+    fn wait<T>(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        cv: &Condvar,
+        mut ready: impl FnMut(&mut State) -> Option<T>,
+    ) -> T {
         loop {
             if state.failed {
                 drop(state);
                 abort();
             }
-            if let Some(result) = state.warps[warp].results[lane as usize].take() {
+            if let Some(result) = ready(&mut state) {
                 return result;
             }
-            state = self.warp_cvs[warp].wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = cv.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
