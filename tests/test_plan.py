@@ -8,21 +8,21 @@ H200_SMS = 132
 
 def choice(shape, dtype="f32", alignment=16):
     p = plans.choose(shape, dtype, alignment, H200_SMS)
-    return p.kernel.block_hw, p.kernel.vectorized, p.split
+    return p.kind, p.kernel.block_hw, p.kernel.vectorized, p.ctas if p.kind == "warp" else p.split
 
 
 @pytest.mark.parametrize(
     ("shape", "dtype", "expected"),
     [
-        ((32, 256, 56, 56), "f32", (512, 1, 1)),  # C >= 1.5 CTAs per SM: one CTA per channel
-        ((32, 64, 112, 112), "f32", (256, 1, 8)),  # few channels: split to about 2 CTAs per SM
-        ((128, 128, 56, 56), "f32", (512, 1, 4)),
-        ((32, 2048, 7, 7), "f32", (128, 0, 1)),  # H*W = 49: no 16-byte packs
-        ((32, 1024, 14, 14), "bf16", (128, 2, 1)),  # 196 is a multiple of 4 bf16 lanes, not of 8: 8-byte packs
-        ((32, 1024, 14, 14), "f32", (128, 1, 1)),
-        ((4, 8, 6, 7), "f32", (128, 2, 1)),  # 42: 2 f32 lanes
-        ((32, 256, 56, 56), "f64", (512, 1, 1)),  # 16 bytes = 2 f64 lanes; an 8-byte pack of one is no pack
-        ((8, 32, 8, 8), "f32", (128, 1, 1)),  # too little work to split
+        ((32, 256, 56, 56), "f32", ("split", 512, 1, 1)),  # C >= 1.5 CTAs per SM: one CTA per channel
+        ((32, 64, 112, 112), "f32", ("split", 256, 1, 8)),  # few channels: split to about 2 CTAs per SM
+        ((128, 128, 56, 56), "f32", ("split", 512, 1, 4)),
+        ((32, 2048, 7, 7), "f32", ("warp", 128, 0, 512)),  # 1 568 single elements per channel: a warp each
+        ((32, 1024, 14, 14), "bf16", ("split", 128, 2, 1)),  # 196: a multiple of 4 bf16 lanes, not 8: 8-byte packs
+        ((32, 1024, 14, 14), "f32", ("split", 128, 1, 1)),
+        ((4, 8, 6, 7), "f32", ("split", 128, 2, 1)),  # 42: 2 f32 lanes
+        ((32, 256, 56, 56), "f64", ("split", 512, 1, 1)),  # 16 bytes = 2 f64 lanes; an 8-byte pack of one is none
+        ((8, 32, 8, 8), "f32", ("split", 128, 1, 1)),  # too little work to split
     ],
 )
 def test_plans_for_the_benchmark_shapes(shape, dtype, expected):
@@ -30,8 +30,8 @@ def test_plans_for_the_benchmark_shapes(shape, dtype, expected):
 
 
 def test_pack_width_follows_the_pointers_alignment():
-    assert choice((32, 256, 56, 56), alignment=8)[1] == 2
-    assert choice((32, 256, 56, 56), alignment=4)[1] == 0
+    assert choice((32, 256, 56, 56), alignment=8)[2] == 2
+    assert choice((32, 256, 56, 56), alignment=4)[2] == 0
 
 
 def test_deterministic_mode_and_block_override():

@@ -29,7 +29,7 @@ import numpy as np
 from rust_kernels import arrays, ops, reference
 from rust_kernels.errors import RustKernelsError
 from rust_kernels.kernels import instances
-from rust_kernels.plan import Plan, unit_elements
+from rust_kernels.plan import Plan, unit_elements, warp
 from rust_kernels.spec import DTYPES
 
 GPU_SUITE = [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (8, 1, 28, 28), (2, 4, 256, 256),
@@ -37,7 +37,7 @@ GPU_SUITE = [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (8, 1
 HOST_SUITE = [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 4, 32, 32), (8, 1, 28, 28), (1, 2, 128, 128),
               (2, 3, 6, 7), (2, 5, 14, 14)]  # fmt: skip
 SEED_BLOCKS = (32, 256, 1024)
-SPLIT_BLOCKS = {"cuda": (128, 512), "host": (128,)}
+VARIANT_BLOCKS = {"cuda": (128, 512), "host": (128,)}
 SPLITS = {"cuda": (1, 3, 16), "host": (1, 3)}
 EPS = 1e-5
 U64 = 2.0**-53
@@ -82,8 +82,10 @@ def summation_depth(plan: Plan, shape: tuple[int, int, int, int]) -> int:
     chain by float atomics in the worst case) and a second 10-level block reduction."""
     batches, _, height, width = shape
     block = plan.kernel.block_dim[0]
-    if not plan.uses_workspace:
+    if plan.kind == "seed":
         return batches * math.ceil(height * width / block) + 10
+    if plan.kind == "warp":  # each lane walks the channel with a stride of 32, then 5 butterfly levels
+        return math.ceil(batches * height * width / 32) + 16 + 5
     elements = math.ceil(batches * height * width / plan.split)
     per_thread = math.ceil(elements / block) + 16  # + one pack's lanes, where a slice ends inside a stride
     return per_thread + 10 + plan.split + 10
@@ -134,23 +136,28 @@ def check_one(plan: Plan, shape: tuple[int, int, int, int], backend: str) -> Res
 
 
 def label(plan: Plan) -> str:
-    return plan.kernel.id + (f" split={plan.split}" if plan.uses_workspace else "")
+    return plan.kernel.id + {"split": f" split={plan.split}", "warp": f" ctas={plan.ctas}"}.get(plan.kind, "")
 
 
 def plans_for(backend: str, shape: tuple[int, int, int, int]) -> list[Plan]:
-    """Every catalogue kernel instance worth checking on `shape`: the seed kernel at three CTA sizes, and the split
-    kernel in each mode with and without splitting (vectorized only where H*W allows)."""
+    """Every catalogue kernel instance worth checking on `shape`: the seed kernel at three CTA sizes; the split
+    kernel in each mode with and without splitting; the warp kernel with a warp per channel and with one CTA
+    striding over all channels (vectorized variants only where their packs divide H*W)."""
     out = []
     for kernel in instances():
-        if kernel.name == "batch_norm_2d_nchw_backward":
+        plan = Plan(kernel)
+        if plan.kind == "seed":
             if kernel.block_hw in SEED_BLOCKS:
-                out.append(Plan(kernel))
+                out.append(plan)
             continue
-        if kernel.block_hw not in SPLIT_BLOCKS[backend]:
+        if kernel.block_hw not in VARIANT_BLOCKS[backend]:
             continue
         if (shape[2] * shape[3]) % unit_elements(kernel.vectorized, kernel.dtype):
             continue  # its packs do not divide a row
-        out += [Plan(kernel, split) for split in SPLITS[backend]]
+        if plan.kind == "split":
+            out += [Plan(kernel, split) for split in SPLITS[backend]]
+        else:
+            out += [warp(shape[1], kernel.block_hw, kernel.vectorized, kernel.dtype), Plan(kernel, ctas=1)]
     return out
 
 

@@ -88,8 +88,10 @@ def batch_norm_2d_nchw_backward(
         return dx, dweight, dbias
     head = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)
     tail = (batches, channels, height * width, eps)
-    if plan.uses_workspace:
+    if plan.kind == "split":
         args = (*head, *_workspace(x, plan, channels, device, stream), *tail, plan.split)
+    elif plan.kind == "warp":
+        args = (*head, *tail, plan.ctas)
     else:
         args = (*head, *tail)
     kernel = plan.kernel
