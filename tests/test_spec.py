@@ -17,7 +17,11 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_the_catalogue_parses():
     names = [s.name for s in load_specs()]
-    assert names == ["batch_norm_2d_nchw_backward", "batch_norm_2d_nchw_backward_split"]
+    assert names == [
+        "batch_norm_2d_nchw_backward",
+        "batch_norm_2d_nchw_backward_split",
+        "batch_norm_2d_nchw_backward_warp",
+    ]
 
 
 @pytest.mark.parametrize(
