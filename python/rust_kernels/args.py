@@ -13,13 +13,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rust_kernels import driver
+from rust_kernels.dtypes import BY_TYPESTR, INT_RANGES, TYPES, name_of
 from rust_kernels.errors import ArgumentError, ArgumentTypeError
 from rust_kernels.kernels import Kernel
-from rust_kernels.spec import ELEMENT_SIZES, ELEMENTS
 
-INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1), "u64": (0, 2**64 - 1)}
 F32_MAX = float(np.finfo(np.float32).max)
-TYPESTRS = {"<f4": "f32", "<f8": "f64", "<f2": "f16", "<i4": "i32", "<u4": "u32", "<i8": "i64", "<u8": "u64"}
 
 
 class Packed(NamedTuple):  # a tuple: built for every argument of every checked launch
@@ -31,18 +30,17 @@ class Packed(NamedTuple):  # a tuple: built for every argument of every checked 
 
 
 @cache
-def _schema(kernel: Kernel) -> tuple[tuple[bool, str, str], ...]:
-    """Per argument: is it a pointer, its element (pointers) or scalar type, and how errors name it. Derived once
-    per kernel from the spec, so a launch only compares."""
+def _schema(kernel: Kernel) -> tuple[tuple[bool, str, str, bool], ...]:
+    """Per argument: is it a pointer, its element (pointers) or scalar type, how errors name it, and whether the
+    kernel writes through it. Derived once per kernel from the spec, so a launch only compares."""
     return tuple(
-        (arg.is_pointer, arg.element(kernel.dtype) if arg.is_pointer else arg.type, f"{kernel.name}: argument {i} "
-         f"({name}: {rust_type})")
+        (arg.is_pointer, arg.element(kernel.dtype), f"{kernel.name}: argument {i} ({name}: {rust_type})", arg.output)
         for i, (arg, (name, rust_type)) in enumerate(zip(kernel.spec.args, kernel.args, strict=True))
-    )  # fmt: skip
+    )
 
 
 def _contiguous(shape: Sequence[int], strides: Sequence[int] | None, itemsize: int) -> bool:
-    if strides is None:
+    if strides is None or 0 in shape:  # an empty array is contiguous whatever its strides
         return True
     expected = itemsize
     for size, stride in zip(reversed(shape), reversed(strides), strict=True):
@@ -59,7 +57,7 @@ def _torch_pointer(where: str, value: Any, element: str, device: int) -> Packed:
     dtype = value.dtype
     got = _torch_elements.get(dtype)
     if got is None:
-        got = _torch_elements[dtype] = ELEMENTS.get(str(dtype).removeprefix("torch."))
+        got = _torch_elements[dtype] = name_of(dtype)
     if got != element:
         raise ArgumentError(f"{where}: expected a tensor of {element}, got dtype {value.dtype}")
     if value.get_device() != device:  # -1 for CPU tensors
@@ -67,12 +65,6 @@ def _torch_pointer(where: str, value: Any, element: str, device: int) -> Packed:
     if not value.is_contiguous():
         raise ArgumentError(f"{where}: expected a contiguous tensor, got strides {tuple(value.stride())}")
     return Packed("ptr", value.data_ptr(), value.nbytes)
-
-
-def _device_of(pointer: int) -> int | None:
-    from rust_kernels.cuda import pointer_device
-
-    return pointer_device(pointer)
 
 
 def _cuda_pointer(where: str, value: Any, element: str, device: int) -> Packed:
@@ -88,9 +80,9 @@ def _cuda_pointer(where: str, value: Any, element: str, device: int) -> Packed:
         raise ArgumentTypeError(
             f"{where}: expected a device array (__cuda_array_interface__) or a raw device pointer, got {kind}"
         )
-    got = TYPESTRS.get(interface["typestr"], interface["typestr"])
+    got = BY_TYPESTR.get(interface["typestr"], interface["typestr"])
     packed = _checked_extent(where, element, got, interface["data"][0], interface["shape"], interface.get("strides"))
-    owner = _device_of(packed.value) if packed.value else device
+    owner = driver.pointer_device(packed.value) if packed.value else device
     if owner != device:
         raise ArgumentError(f"{where}: expected memory on device {device}, got memory on device {owner}")
     return packed
@@ -101,19 +93,20 @@ def _checked_extent(
 ) -> Packed:
     if got != element:
         raise ArgumentError(f"{where}: expected an array of {element}, got {got}")
-    itemsize = ELEMENT_SIZES[element]
+    itemsize = TYPES[element].size
     if not _contiguous(shape, strides, itemsize):
         raise ArgumentError(f"{where}: expected a C-contiguous array, got strides {tuple(strides or ())}")
     return Packed("ptr", pointer, math.prod(shape) * itemsize)
 
 
-def _host_pointer(where: str, value: Any, element: str) -> Packed:
+def _host_pointer(where: str, value: Any, element: str, output: bool) -> Packed:
     if not isinstance(value, np.ndarray):
         raise ArgumentTypeError(
             f"{where}: the host backend takes NumPy arrays for pointer arguments, got {type(value).__name__}"
         )
-    got = ELEMENTS.get(value.dtype.name, value.dtype.name)
-    return _checked_extent(where, element, got, value.ctypes.data, value.shape, value.strides)
+    if output and not value.flags.writeable:
+        raise ArgumentError(f"{where}: the kernel writes this array, but it is read-only (flags.writeable is False)")
+    return _checked_extent(where, element, name_of(value.dtype), value.ctypes.data, value.shape, value.strides)
 
 
 def _scalar(where: str, value: Any, kind: str) -> Packed:
@@ -142,18 +135,36 @@ def pack(kernel: Kernel, values: Sequence[Any], backend: str, device: int = 0) -
         names = ", ".join(name for name, _ in kernel.args)
         raise ArgumentError(f"{kernel.name} takes {len(kernel.args)} arguments ({names}), got {len(values)}")
     packed = []
-    for (is_pointer, kind, where), value in zip(_schema(kernel), values, strict=True):
+    for (is_pointer, kind, where, output), value in zip(_schema(kernel), values, strict=True):
         if not is_pointer:
             packed.append(_scalar(where, value, kind))
         elif backend == "cuda":
             packed.append(_cuda_pointer(where, value, kind, device))
         else:
-            packed.append(_host_pointer(where, value, kind))
+            packed.append(_host_pointer(where, value, kind, output))
+    check_requirements(kernel, packed)
     return packed
 
 
+def check_requirements(kernel: Kernel, packed: Sequence[Packed]) -> None:
+    """The spec's launch preconditions (e.g. a vectorized variant's divisibility and alignment) on these values."""
+    if not kernel.spec.requires:
+        return
+    names = {arg.name: p.value for arg, p in zip(kernel.spec.args, packed, strict=True)}
+    names |= {c.name: v for c, v in zip(kernel.spec.consts, kernel.const_values, strict=True)}
+    names["DSIZE"] = kernel.dtype_info.size
+    for requirement in kernel.spec.requires:
+        if not requirement.holds(names):
+            raise ArgumentError(f"{kernel.id}: {requirement.message} (requires {requirement.check})")
+
+
 def _dim3(name: str, value: Any) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        dims: tuple = (value,)
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        dims = tuple(value)
+    else:
+        raise ArgumentError(f"{name}: expected an int or 1 to 3 ints, got {value!r}")
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int | np.integer) for d in dims):
         raise ArgumentError(f"{name}: expected an int or 1 to 3 ints, got {value!r}")
     x, y, z = (*map(int, dims), 1, 1)[:3]
@@ -167,17 +178,33 @@ def _scalar_positions(kernel: Kernel) -> tuple[tuple[str, int], ...]:
     return tuple((arg.name, i) for i, arg in enumerate(kernel.spec.args) if not arg.is_pointer)
 
 
+# Dynamic shared memory one CTA may use: the H100/H200 opt-in maximum (227 KiB); the host emulator's limit, and the
+# GPU backend's unless the device reports its own.
+MAX_SHARED_MEM_BYTES = 232448
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
 def launch_config(
-    kernel: Kernel, grid: Any, block: Any, packed: list[Packed], shared_mem: int | None
+    kernel: Kernel,
+    grid: Any,
+    block: Any,
+    packed: list[Packed],
+    shared_mem: int | None,
+    max_shared: int = MAX_SHARED_MEM_BYTES,
 ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     """Checks grid, block and shared memory against the kernel's spec; returns them normalised."""
     grid3, block3 = _dim3("grid", grid), _dim3("block", block)
     if block3 != kernel.block_dim:
         raise ArgumentError(f"block: {kernel.id} is written for a CTA of {kernel.block_dim}, got {block3}")
     expected = kernel.grid_dim({name: packed[i].value for name, i in _scalar_positions(kernel)})
-    if grid3 != expected:
-        raise ArgumentError(f"grid: {kernel.name} expects {expected} for these arguments, got {grid3}")
+    if any(e is not None and e != g for e, g in zip(expected, grid3, strict=True)):
+        shown = tuple("any" if e is None else e for e in expected)
+        raise ArgumentError(f"grid: {kernel.name} expects {shown} for these arguments, got {grid3}")
+    if any(g > limit for g, limit in zip(grid3, MAX_GRID, strict=True)):
+        raise ArgumentError(f"grid: {grid3} exceeds the largest grid {MAX_GRID}")
     shared = kernel.shared_mem_bytes if shared_mem is None else shared_mem
-    if isinstance(shared, bool) or not isinstance(shared, int) or shared < kernel.shared_mem_bytes:
+    if isinstance(shared, bool) or not isinstance(shared, int | np.integer) or shared < kernel.shared_mem_bytes:
         raise ArgumentError(f"shared_mem: {kernel.id} needs at least {kernel.shared_mem_bytes} bytes, got {shared!r}")
-    return grid3, block3, shared
+    if shared > max_shared:
+        raise ArgumentError(f"shared_mem: {kernel.id} may use at most {max_shared} bytes per CTA, got {shared}")
+    return grid3, block3, int(shared)

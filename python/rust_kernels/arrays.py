@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from rust_kernels.errors import ArgumentError, ArgumentTypeError
-from rust_kernels.spec import DTYPES, ELEMENTS
+from rust_kernels.dtypes import DTYPES, TYPES, name_of, torch_dtype
 
 
 def is_torch(a: Any) -> bool:
@@ -17,8 +17,7 @@ def is_torch(a: Any) -> bool:
 
 def dtype_name(a: Any) -> str:
     """Our name ("f32", "bf16", ...) for the dtype of an array of any supported library, else its own name."""
-    raw = str(a.dtype).removeprefix("torch.")
-    return ELEMENTS.get(raw, raw)
+    return name_of(a.dtype)
 
 
 def device_of(a: Any) -> int:
@@ -84,17 +83,15 @@ def address(a: Any) -> int:
     return int(a.__cuda_array_interface__["data"][0])
 
 
-def zeros(like: Any, n: int, dtype: str) -> Any:
-    """A zeroed 1-D array of `n` elements of `dtype` ("f32", "f64", "u32") in `like`'s library and device."""
-    numpy_dtype = {"f32": np.float32, "f64": np.float64, "u32": np.uint32}[dtype]
+def zeros(like: Any, shape: int | tuple[int, ...], dtype: str) -> Any:
+    """A zeroed array of `dtype` (our name: "f32", "u32", ...) in `like`'s library and device."""
     if isinstance(like, np.ndarray):
-        return np.zeros(n, numpy_dtype)
+        return np.zeros(shape, TYPES[dtype].numpy_dtype())
     if is_torch(like):
         import torch
 
-        torch_dtype = {"f32": torch.float32, "f64": torch.float64, "u32": torch.uint32}[dtype]
-        return torch.zeros(n, dtype=torch_dtype, device=like.device)
+        return torch.zeros(shape, dtype=torch_dtype(dtype), device=like.device)
     import cupy
 
     with cupy.cuda.Device(device_of(like)):
-        return cupy.zeros(n, numpy_dtype)
+        return cupy.zeros(shape, TYPES[dtype].numpy_dtype())

@@ -1,4 +1,5 @@
-"""Build: a kernel instance -> generated crate -> cargo (nvptx64) -> PTX (+ cubin) in the content-hash cache."""
+"""Build: a kernel instance -> generated crate -> cargo -> PTX (+ cubin) for a GPU arch, or a shared library for the
+host emulator (target "host") -> the content-hash cache. Prebuilt entries shipped in the wheel are used first."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from functools import cache
 from pathlib import Path
 
 from rust_kernels import cache as kcache
-from rust_kernels import codegen
+from rust_kernels import codegen, resources
 from rust_kernels.errors import BuildError, CacheError, ToolchainMissing
 from rust_kernels.kernels import Kernel
-from rust_kernels.paths import CUDA_STD, CUDA_STD_MACROS, PTX_LINKER, TEMPLATES, WORKSPACE
 from rust_kernels.progress import say, step
 from rust_kernels.toolchain import PTXAS_HINT, TARGET, Toolchain, find_ptxas, find_toolchain
 from rust_kernels.version import __version__
 
 DEFAULT_ARCH = "sm_90"
+HOST = "host"  # the target name of a build for the host emulator (in place of a GPU arch)
+# GPU archs a prebuilt wheel carries, newest first: a device of another arch JITs the PTX of the newest one below it.
+PREBUILT_ARCHS = ("sm_100", "sm_90", "sm_80")
 # Everything passed to rustc for the target besides the sysroot and linker paths (part of the cache key).
 RUSTFLAGS = ("-Zcrate-attr=feature(abi_ptx)",)
 
@@ -27,18 +30,22 @@ def default_arch() -> str:
 
 
 @cache
-def _tree_digest() -> str:
-    """Hash of the sources that decide the PTX besides the kernel: the device-support crate and its macro, the
-    linker, the crate templates and the workspace lock file (dependency versions). The crate's host emulator
-    (src/host, compiled for every target but nvptx64) does not reach the PTX and is left out."""
-    host_only = CUDA_STD / "src" / "host"
+def _tree_digest(target: str) -> str:
+    """Hash of the sources that decide the build besides the kernel: the device-support crate and its macro, the
+    linker, the crate templates and the lock file (dependency versions). The crate's host emulator (src/host) is
+    left out of PTX builds, which it never reaches; the linker is left out of host builds."""
+    cuda_std, macros = resources.cuda_std(), resources.cuda_std_macros()
+    host_only = cuda_std / "src" / "host"
     files = {
         str(p.relative_to(root.parent)): p
-        for root in (CUDA_STD, CUDA_STD_MACROS)
+        for root in (cuda_std, macros)
         for p in sorted(root.rglob("*"))
-        if p.is_file() and "target" not in p.parts and host_only not in p.parents
+        if p.is_file() and "target" not in p.parts and (target == HOST or host_only not in p.parents)
     }
-    for p in (PTX_LINKER, TEMPLATES / "crate_Cargo.toml.j2", TEMPLATES / "crate_lib.rs.j2", WORKSPACE / "Cargo.lock"):
+    extra = [resources.cargo_lock(), *(resources.templates() / t for t in codegen.CRATE_TEMPLATES.values())]
+    if target != HOST:
+        extra.append(resources.ptx_linker())
+    for p in extra:
         if p.is_file():
             files[p.name] = p
     digest = [f"{name}:{kcache.sha256(p.read_bytes())}" for name, p in files.items()]
@@ -51,10 +58,10 @@ def source_key(kernel: Kernel, arch: str | None = None) -> str:
     parts = [
         __version__,
         arch,
-        " ".join(RUSTFLAGS),
-        _tree_digest(),
+        " ".join(RUSTFLAGS) if arch != HOST else "",
+        _tree_digest(arch),
         kernel.source,
-        performance_directives(kernel),
+        performance_directives(kernel) if arch != HOST else "",
     ]
     return kcache.sha256("\0".join(parts).encode())
 
@@ -69,6 +76,15 @@ def build(kernel: Kernel, arch: str | None = None) -> Path:
     return _built_entry(kernel, arch or default_arch()).file("kernel.ptx")
 
 
+def build_host(kernel: Kernel) -> Path:
+    """Returns the path of the kernel's shared library for the host emulator, building it if not cached."""
+    entry = _built_entry(kernel, HOST)
+    return entry.file(HOST_LIBRARY)
+
+
+HOST_LIBRARY = "kernel.host.so"
+
+
 def _built_entry(kernel: Kernel, arch: str) -> kcache.Entry:
     key = content_hash(kernel, arch)
     entry = kcache.read_entry(key)
@@ -81,28 +97,34 @@ def _built_entry(kernel: Kernel, arch: str) -> kcache.Entry:
 
 def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
     toolchain = find_toolchain()
-    sysroot = toolchain.sysroot(arch)
     package = f"rk_{key[:16]}"
     crate = kcache.cache_dir() / "build" / package
     crate.mkdir(parents=True, exist_ok=True)
-    files = codegen.crate_files(kernel, package)
+    files = codegen.crate_files(kernel, package, "host" if arch == HOST else "ptx")
     for name, text in files.items():
         (crate / name).write_text(text)
-    lock = WORKSPACE / "Cargo.lock"
+    lock = resources.cargo_lock()
     if lock.is_file():  # the workspace's pinned dependency versions
         (crate / "Cargo.lock").write_bytes(lock.read_bytes())
     target_dir = kcache.cache_dir() / "target" / f"{toolchain.key}-{arch}"
-    with step(f"building {kernel.id} for {arch} with cargo"):
-        _cargo(toolchain, crate, target_dir, arch, sysroot)
-    ptx = (target_dir / TARGET / "release" / f"{package}.ptx").read_text()
-    _check_ptx(kernel, ptx, crate)
-    ptx = _with_directives(kernel, ptx)
-    out = {"kernel.ptx": ptx.encode(), "lib.rs": files["lib.rs"].encode()}
-    ptxas = find_ptxas()
-    if ptxas is None:
-        say(f"ptxas not found: no cubin for {arch} (the driver will JIT the PTX); {PTXAS_HINT}")
+    out = {"lib.rs": files["lib.rs"].encode()}
+    if arch == HOST:
+        with step(f"built {kernel.id} for the host emulator"):
+            _cargo(toolchain, crate, target_dir, None, None)
+        out[HOST_LIBRARY] = (target_dir / "release" / f"lib{package}.so").read_bytes()
     else:
-        out[f"kernel.{arch}.cubin"] = _ptxas(ptxas, crate, arch, ptx)
+        sysroot = toolchain.sysroot(arch)
+        with step(f"built {kernel.id} for {arch}"):
+            _cargo(toolchain, crate, target_dir, arch, sysroot)
+        ptx = (target_dir / TARGET / "release" / f"{package}.ptx").read_text()
+        _check_ptx(kernel, ptx, crate)
+        ptx = _with_directives(kernel, ptx)
+        out["kernel.ptx"] = ptx.encode()
+        ptxas = find_ptxas()
+        if ptxas is None:
+            say(f"ptxas not found: no cubin for {arch} (the driver will JIT the PTX); {PTXAS_HINT}")
+        else:
+            out[f"kernel.{arch}.cubin"] = _ptxas(ptxas, crate, arch, ptx)
     meta = {
         "id": kernel.id,
         "entry_point": kernel.entry_point_name(),
@@ -114,8 +136,9 @@ def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
     return kcache.write_entry(key, out, meta)
 
 
-def _cargo(toolchain: Toolchain, crate: Path, target_dir: Path, arch: str, sysroot: Path | None) -> None:
-    rustflags = [f"-Ctarget-cpu={arch}", f"-Clinker={PTX_LINKER}", *RUSTFLAGS]
+def _cargo(toolchain: Toolchain, crate: Path, target_dir: Path, arch: str | None, sysroot: Path | None) -> None:
+    """cargo build --release of `crate`: for nvptx64 at `arch`, or for the host when arch is None."""
+    rustflags = [] if arch is None else [f"-Ctarget-cpu={arch}", f"-Clinker={resources.ptx_linker()}", *RUSTFLAGS]
     if sysroot is not None:
         rustflags += ["--sysroot", str(sysroot)]
     env = {
@@ -127,7 +150,9 @@ def _cargo(toolchain: Toolchain, crate: Path, target_dir: Path, arch: str, sysro
         "CARGO_ENCODED_RUSTFLAGS": "\x1f".join(rustflags),
     }
     env.pop("RUSTFLAGS", None)
-    cmd = [str(toolchain.cargo), "build", "--release", "--target", TARGET, "--manifest-path", str(crate / "Cargo.toml")]
+    cmd = [str(toolchain.cargo), "build", "--release", "--manifest-path", str(crate / "Cargo.toml")]
+    if arch is not None:
+        cmd += ["--target", TARGET]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode:
         raise BuildError(_explain(done.stderr, crate))
@@ -172,7 +197,7 @@ def _check_ptx(kernel: Kernel, ptx: str, crate: Path) -> None:
 def _ptxas(ptxas: Path, crate: Path, arch: str, ptx: str) -> bytes:
     source, cubin = crate / "kernel.ptx", crate / f"kernel.{arch}.cubin"
     source.write_text(ptx)
-    with step(f"ptxas -arch={arch}"):
+    with step(f"ptxas -arch={arch} for {crate.name}"):
         done = subprocess.run(
             [str(ptxas), f"-arch={arch}", str(source), "-o", str(cubin)], capture_output=True, text=True
         )
@@ -182,8 +207,12 @@ def _ptxas(ptxas: Path, crate: Path, arch: str, ptx: str) -> bytes:
 
 
 def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:
-    """The kernel's cache entry: built here when a toolchain exists, else a carried one found by source key."""
+    """The kernel's entry for `arch` (or HOST): prebuilt in the wheel, else built here when a toolchain exists, else a
+    carried one found by source key."""
     arch = arch or default_arch()
+    prebuilt = _prebuilt(kernel, arch)
+    if prebuilt is not None:
+        return prebuilt
     try:
         return _built_entry(kernel, arch)
     except ToolchainMissing as missing:
@@ -193,6 +222,27 @@ def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:
             raise CacheError(
                 f"{kernel.id} ({arch}) has no valid entry in the cache at {kcache.cache_dir()} and cannot be built "
                 f"here: {missing} Build it where Rust is installed (python -m rust_kernels build) and carry the "
-                "cache directory (RUST_KERNELS_CACHE_DIR)."
+                "cache directory (RUST_KERNELS_CACHE_DIR), or install a wheel with prebuilt kernels."
             ) from None
         return entry
+
+
+def _prebuilt(kernel: Kernel, arch: str) -> kcache.Entry | None:
+    root = resources.prebuilt()
+    if not root.is_dir():
+        return None
+    key = kcache.resolve(source_key(kernel, arch), root)
+    return kcache.read_entry(key, root) if key else None
+
+
+def entry_for_arch(kernel: Kernel, arch: str) -> kcache.Entry:
+    """The entry to load on a device of `arch`: its own (built, prebuilt or carried); where none can be had, the
+    PTX of the newest prebuilt arch below it, which the driver JIT-compiles."""
+    try:
+        return cached_entry(kernel, arch)
+    except CacheError:
+        number = int(arch.removeprefix("sm_").rstrip("a"))
+        for lower in PREBUILT_ARCHS:
+            if int(lower.removeprefix("sm_")) < number and (entry := _prebuilt(kernel, lower)) is not None:
+                return entry
+        raise

@@ -71,9 +71,10 @@ class Entry:
         return self.path / name
 
 
-def read_entry(key: str) -> Entry | None:
-    """The verified entry for `key`, or None if it is absent or any of its files fails its recorded hash."""
-    path = cache_dir() / "kernels" / key
+def read_entry(key: str, root: Path | None = None) -> Entry | None:
+    """The verified entry for `key` (in the cache, or in the cache directory `root`), or None if it is absent or any
+    of its files fails its recorded hash."""
+    path = (root or cache_dir()) / "kernels" / key
     try:
         meta = json.loads((path / "meta.json").read_text())
         if meta.get("content_hash") != key:
@@ -108,9 +109,9 @@ def point(source_key: str, key: str) -> None:
     write_atomic(cache_dir() / "by-source" / source_key, key.encode())
 
 
-def resolve(source_key: str) -> str | None:
+def resolve(source_key: str, root: Path | None = None) -> str | None:
     try:
-        return (cache_dir() / "by-source" / source_key).read_text().strip() or None
+        return ((root or cache_dir()) / "by-source" / source_key).read_text().strip() or None
     except OSError:
         return None
 

@@ -1,11 +1,12 @@
 """`python -m rust_kernels <command>`:
-run       the main job: build every catalogue kernel, validate its PTX with ptxas, cross-check on the GPU if
-          there is one, else on the host emulator, and say what could not be done
-build     render and build kernels to PTX (+ cubin) into the cache
-check     cross-check kernels against the reference (--backend cuda|host)
-bench     time the op against PyTorch and the same-traffic bound, and launch and load overheads, on the GPU
+run       the main job: build every catalogue kernel, validate its PTX with ptxas, cross-check every family on the
+          GPU if there is one, else in the host emulator, and say what could not be done
+build     build catalogue kernels to PTX (+ cubin) for one or more archs, or for the host emulator, into the cache
+          (--export DIR copies them to a cache directory to carry; --prebuilt into the package, for a wheel)
+check     cross-check every family against its reference (--backend cuda|host, --family NAME)
+bench     time the ops against PyTorch, torch.compile and the memory bound, and launch overheads, on the GPU
           (python -m rust_kernels bench --help)
-generate  write generated Rust: --host-catalogue PATH (used by the host extension's build script)
+sanitize  run every catalogue kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)
 """
 
 from __future__ import annotations
@@ -14,54 +15,66 @@ import argparse
 import sys
 from pathlib import Path
 
-from rust_kernels import codegen
-from rust_kernels.kernels import instances
+from rust_kernels.errors import RustKernelsError
 
 
-def _build_all(arch: str | None, export: Path | None = None) -> None:
-    """Builds every catalogue instance; where no Rust toolchain exists, checks that a carried cache holds them."""
-    from rust_kernels import cache
+def _build_all(archs: list[str], export: Path | None = None) -> int:
+    """Builds every catalogue instance for each arch ("host" for the emulator); where no Rust toolchain exists,
+    checks that a carried or prebuilt cache holds them. Returns how many entries it has."""
+    from rust_kernels import cache, resources
     from rust_kernels.builder import cached_entry
     from rust_kernels.errors import ToolchainMissing
+    from rust_kernels.kernels import instances
+    from rust_kernels.progress import Progress
     from rust_kernels.toolchain import find_ptxas, find_toolchain
 
     try:
         find_toolchain()
-        verb = "built"
+        verb = "built or found in the cache"
     except ToolchainMissing as missing:
-        print(f"No Rust toolchain here ({missing}); using the kernels already in the cache.")
+        print(f"No Rust toolchain here ({missing}); using the kernels already in the cache or prebuilt.")
         verb = "found in the cache"
     kernels = instances()
+    if not kernels:
+        raise RustKernelsError(f"the catalogue is empty: no kernel specs under {resources.codegen()}")
     entries = []
-    for number, kernel in enumerate(kernels, 1):
-        entry = cached_entry(kernel, arch)
-        entries.append(entry)
-        cubins = sorted(p.name for p in entry.path.glob("*.cubin")) or ["no cubin"]
-        print(f"[{number}/{len(kernels)}] {kernel.id}: {entry.path} ({', '.join(cubins)})", flush=True)
-    validated = all(any(e.path.glob("*.cubin")) for e in entries)
-    ptxas = "validated by ptxas (cubins beside it)" if validated else f"not all validated (ptxas: {find_ptxas()})"
-    print(f"{len(kernels)} kernels {verb}; PTX {ptxas}")
+    with Progress("build", len(kernels) * len(archs)) as progress:
+        for arch in archs:
+            for kernel in kernels:
+                progress.advance(f"{kernel.id} ({arch})")
+                entries.append(cached_entry(kernel, arch))
+    gpu = [e for e in entries if e.meta.get("arch") != "host"]
+    validated = all(any(e.path.glob("*.cubin")) for e in gpu)
+    print(f"{len(entries)} kernel entries {verb} ({len(kernels)} instances x {', '.join(archs)})")
+    if gpu:
+        print("PTX validated by ptxas (cubins beside it)" if validated else f"PTX not all validated (ptxas: {find_ptxas()})")
     if export is not None:
         cache.export(entries, export)
         print(f"exported {len(entries)} entries to {export} (use it with RUST_KERNELS_CACHE_DIR={export})")
+    return len(entries)
 
 
-def _check(backend: str) -> int:
-    from rust_kernels import check
+def _check(backend: str, family: list[str] | None = None) -> int:
+    from rust_kernels import check, registry
 
-    results = check.run(backend)
-    return 0 if results and all(r.passed for r in results) else 1
+    selected = [registry.family(name) for name in family] if family else None
+    results = check.run(backend, selected)
+    if not results:
+        print("error: no check ran (no family has cases for this backend)", file=sys.stderr)
+        return 1
+    return 0 if all(r.passed for r in results) else 1
 
 
 def _run(arch: str | None) -> int:
-    from rust_kernels.cuda import gpu_available
+    from rust_kernels.builder import default_arch
+    from rust_kernels.driver import gpu_available
     from rust_kernels.host import host_available
 
-    _build_all(arch)
+    built = _build_all([arch or default_arch()])
     gpu, why_not = gpu_available()
     if gpu:
         return _check("cuda")
-    print(f"No GPU here ({why_not}): the PTX was built and validated, but nothing was launched on a GPU.")
+    print(f"No GPU here ({why_not}): the {built} PTX entries were built and validated, but nothing was launched on a GPU.")
     host, why_no_host = host_available()
     if not host:
         print(f"The host emulator is not available either ({why_no_host}): no kernel was executed.")
@@ -73,33 +86,41 @@ def _run(arch: str | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rust_kernels", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "build"):
-        sub = commands.add_parser(name)
-        sub.add_argument("--arch", help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
-    commands.choices["build"].add_argument(
-        "--export", type=Path, help="also copy the built entries into this directory, a cache to carry elsewhere"
-    )
-    commands.add_parser("bench", add_help=False)  # its own options: rust_kernels.bench.main parses them
-    check = commands.add_parser("check")
+    run = commands.add_parser("run", help="build, validate and cross-check everything")
+    run.add_argument("--arch", help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
+    build = commands.add_parser("build", help="build catalogue kernels into the cache")
+    build.add_argument("--arch", nargs="+", help="GPU archs (sm_80 sm_90 sm_100 ...) or host; default sm_90")
+    build.add_argument("--export", type=Path, help="also copy the entries into this directory, a cache to carry")
+    build.add_argument("--prebuilt", action="store_true", help="also copy them into the package (for a wheel)")
+    commands.add_parser("bench", add_help=False)  # its own options: rust_kernels.bench parses them
+    commands.add_parser("sanitize", add_help=False)  # likewise rust_kernels.sanitize
+    check = commands.add_parser("check", help="cross-check against the references")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda")
-    generate = commands.add_parser("generate")
-    generate.add_argument("--host-catalogue", type=Path, required=True, help="write the host catalogue here")
+    check.add_argument("--family", nargs="+", help="only these families (default: all)")
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
-        from rust_kernels import bench
+    try:
+        if argv[:1] == ["bench"]:
+            from rust_kernels.bench import main as bench_main
 
-        return bench.main(argv[1:])
-    options = parser.parse_args(argv)
+            return bench_main(argv[1:])
+        if argv[:1] == ["sanitize"]:
+            from rust_kernels.sanitize import main as sanitize_main
 
-    if options.command == "run":
-        return _run(options.arch)
-    if options.command == "build":
-        _build_all(options.arch, options.export)
-        return 0
-    if options.command == "check":
-        return _check(options.backend)
-    options.host_catalogue.write_text(codegen.host_catalogue(instances()))
-    return 0
+            return sanitize_main(argv[1:])
+        options = parser.parse_args(argv)
+        if options.command == "run":
+            return _run(options.arch)
+        if options.command == "build":
+            from rust_kernels import resources
+            from rust_kernels.builder import default_arch
+
+            export = resources.prebuilt() if options.prebuilt else options.export
+            _build_all(options.arch or [default_arch()], export)
+            return 0
+        return _check(options.backend, options.family)
+    except RustKernelsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
-"""Rendering: spec + Jinja2 templates -> Rust source (kernel body and entry point), kernel crates and the host
-catalogue. Everything that turns a spec into Rust text lives here."""
+"""Rendering: spec + Jinja2 templates -> Rust source (kernel body and entry point) and the kernel crates built from
+it. Everything that turns a spec into Rust text lives here."""
 
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jinja2
 
-from rust_kernels.paths import TEMPLATES
+from rust_kernels import resources
 from rust_kernels.spec import KernelSpec
 from rust_kernels.version import __version__
 
@@ -17,17 +18,19 @@ if TYPE_CHECKING:
 
 
 @cache
-def environment() -> jinja2.Environment:
+def environment(directory: Path | None = None) -> jinja2.Environment:
+    """Templates of a spec directory (the kernel bodies) over the shared ones (entry point, crates, reductions)."""
+    search = [resources.templates()] if directory is None else [directory, resources.templates()]
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader(search),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
         autoescape=False,
     )
 
 
-def _render(template: str, **context: object) -> str:
-    return environment().get_template(template).render(version=__version__, **context).strip() + "\n"
+def _render(template: str, directory: Path | None = None, **context: object) -> str:
+    return environment(directory).get_template(template).render(version=__version__, **context).strip() + "\n"
 
 
 def _params(spec: KernelSpec, dtype: str | None) -> str:
@@ -38,7 +41,7 @@ def _params(spec: KernelSpec, dtype: str | None) -> str:
 @cache
 def kernel_source(spec: KernelSpec) -> str:
     """The kernel function: generic in the dtype D and in the spec's consts."""
-    return _render("kernel.rs.j2", spec=spec, params_generic=_params(spec, None))
+    return _render("kernel.rs.j2", spec.directory, spec=spec, params_generic=_params(spec, None))
 
 
 def entry_point_source(spec: KernelSpec, dtype: str, const_values: tuple[int, ...]) -> str:
@@ -54,17 +57,19 @@ def entry_point_source(spec: KernelSpec, dtype: str, const_values: tuple[int, ..
     )
 
 
-def crate_files(kernel: Kernel, package: str) -> dict[str, str]:
-    """The files of the standalone crate that builds one kernel instance to PTX."""
-    from rust_kernels.paths import CUDA_STD
+# The crate templates, per target: "ptx" builds the kernel for nvptx64, "host" as a library for the CPU emulator.
+CRATE_TEMPLATES = {"Cargo.toml": "crate_Cargo.toml.j2", "lib.rs": "crate_lib.rs.j2"}
 
-    context = {"kernel_id": kernel.id, "package": package, "cuda_std": CUDA_STD.as_posix()}
-    return {
-        "Cargo.toml": _render("crate_Cargo.toml.j2", **context),
-        "lib.rs": _render("crate_lib.rs.j2", source=kernel.source, **context),
+
+def crate_files(kernel: Kernel, package: str, target: str) -> dict[str, str]:
+    """The files of the standalone crate that builds one kernel instance for `target` ("ptx" or "host")."""
+    context = {
+        "kernel_id": kernel.id,
+        "package": package,
+        "cuda_std": resources.cuda_std().as_posix(),
+        "target": target,
+        "entry_point": kernel.entry_point_name(),
     }
-
-
-def host_catalogue(kernels: list[Kernel]) -> str:
-    """The Rust module the host extension compiles: one module per kernel instance holding its `source`."""
-    return _render("host_catalogue.rs.j2", kernels=kernels)
+    files = {name: _render(template, **context) for name, template in CRATE_TEMPLATES.items() if name != "lib.rs"}
+    files["lib.rs"] = _render(CRATE_TEMPLATES["lib.rs"], source=kernel.source, **context)
+    return files

@@ -1,8 +1,6 @@
-"""The GPU backend: load a cached kernel with cuda-python (cuda.bindings) and launch it.
-
-The module is loaded into the device's primary context, which PyTorch and CuPy also use, so their arrays and
-streams work as they are. Launches are asynchronous: nothing synchronises after a launch.
-"""
+"""The GPU backend: a kernel's cached PTX or cubin loaded with cuda-python into the device's primary context (which
+PyTorch and CuPy also use, so their arrays and streams work as they are), and launched asynchronously: nothing
+synchronises after a launch."""
 
 from __future__ import annotations
 
@@ -12,145 +10,67 @@ from functools import cache, partial
 from typing import Any
 
 from rust_kernels import args as kargs
-from rust_kernels.builder import cached_entry
-from rust_kernels.errors import ArgumentTypeError, LaunchError
+from rust_kernels import cache as kcache
+from rust_kernels import driver
+from rust_kernels.dtypes import POINTER_CTYPE, TYPES
 from rust_kernels.kernels import Kernel
 
-CTYPES = {
-    "ptr": ctypes.c_uint64,
-    "i32": ctypes.c_int32,
-    "u32": ctypes.c_uint32,
-    "i64": ctypes.c_int64,
-    "u64": ctypes.c_uint64,
-    "f32": ctypes.c_float,
-    "f64": ctypes.c_double,
-}
 DEFAULT_SHARED_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch may use without opting in
 
 
-def _driver() -> Any:
-    from cuda.bindings import driver
-
-    return driver
-
-
-def _check(result: tuple, what: str) -> Any:
-    """Unwraps a cuda.bindings (CUresult, value...) tuple, raising LaunchError with the driver's own words."""
-    driver = _driver()
-    err, *values = result
-    if err != driver.CUresult.CUDA_SUCCESS:
-        name = driver.cuGetErrorName(err)[1]
-        text = driver.cuGetErrorString(err)[1]
-        raise LaunchError(f"{what}: {name.decode() if name else err} ({text.decode() if text else ''})")
-    return values[0] if len(values) == 1 else values
-
-
-def gpu_available() -> tuple[bool, str]:
-    """Whether a CUDA device can be used here, and if not, why."""
-    try:
-        driver = _driver()
-        _check(driver.cuInit(0), "cuInit")
-        count = _check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
-    except ImportError as err:
-        return False, f"cuda-python is not installed ({err})"
-    except (LaunchError, RuntimeError, OSError) as err:
-        return False, f"no usable CUDA driver or device ({err})"
-    if count < 1:
-        return False, "the CUDA driver reports no device"
-    return True, f"{count} CUDA device(s)"
-
-
-@cache
-def _context(device: int) -> Any:
-    """The device's primary context, retained for the process and made current on this thread."""
-    driver = _driver()
-    _check(driver.cuInit(0), "cuInit")
-    handle = _check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
-    context = _check(driver.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
-    _check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
-    return context
-
-
-def compute_capability(device: int) -> tuple[int, int]:
-    driver = _driver()
-    attr = driver.CUdevice_attribute
-    handle = _check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
-    major = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle), "cc")
-    minor = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle), "cc")
-    return major, minor
-
-
-@cache
-def multiprocessor_count(device: int) -> int:
-    driver = _driver()
-    handle = _check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
-    attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-    return int(_check(driver.cuDeviceGetAttribute(attr, handle), "multiprocessor count"))
-
-
-def pointer_device(pointer: int) -> int | None:
-    """The ordinal of the device owning `pointer`, or None if the driver does not know the pointer."""
-    driver = _driver()
-    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    err, ordinal = driver.cuPointerGetAttribute(attr, pointer)
-    return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else None
-
-
-def stream_handle(stream: Any) -> int:
-    """A CUstream handle from None (the legacy default stream), an int, or a PyTorch, CuPy or cuda.core stream."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    for attribute in ("cuda_stream", "ptr", "handle"):
-        if hasattr(stream, attribute):
-            return int(getattr(stream, attribute))
-    raise ArgumentTypeError(
-        f"stream: expected None, an int handle or a CUDA stream object, got {type(stream).__name__}"
-    )
+def device_arch(device: int) -> str:
+    major, minor = driver.compute_capability(device)
+    return f"sm_{major}{minor}"
 
 
 class CudaKernel:
     """A kernel loaded on one GPU. `launch` checks everything against the schema, then launches asynchronously."""
 
-    def __init__(self, kernel: Kernel, device: int = 0) -> None:
+    def __init__(self, kernel: Kernel, device: int = 0, entry: kcache.Entry | None = None) -> None:
+        from rust_kernels.builder import entry_for_arch
+
         self.kernel = kernel
         self.device = device
-        entry = cached_entry(kernel)
-        _context(device)
-        major, minor = compute_capability(device)
-        cubin = entry.file(f"kernel.sm_{major}{minor}.cubin")
+        driver.context(device)
+        arch = device_arch(device)
+        entry = entry or entry_for_arch(kernel, arch)
+        cubin = entry.file(f"kernel.{arch}.cubin")
         if cubin.is_file():
             image, self.image_kind = cubin.read_bytes(), cubin.name
         else:  # no cubin for this device: the driver JIT-compiles the PTX
             image, self.image_kind = entry.file("kernel.ptx").read_bytes() + b"\0", "kernel.ptx"
-        driver = _driver()
-        self.module = _check(driver.cuModuleLoadData(image), f"loading {entry.path / self.image_kind}")
+        cu = driver.driver_module()
+        self.module = driver.check(cu.cuModuleLoadData(image), f"loading {entry.path / self.image_kind}")
         name = kernel.entry_point_name()
-        self.function = _check(driver.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
+        self.function = driver.check(cu.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
         self._shared_limit = DEFAULT_SHARED_LIMIT
+        self.max_shared = driver.max_shared_per_block(device)
 
     def _allow_shared(self, nbytes: int) -> None:
-        driver = _driver()
-        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        _check(driver.cuFuncSetAttribute(self.function, attr, nbytes), f"shared_mem: {nbytes} bytes")
+        cu = driver.driver_module()
+        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.check(cu.cuFuncSetAttribute(self.function, attr, nbytes), f"shared_mem: {nbytes} bytes")
         self._shared_limit = nbytes
 
     def prepare(
         self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None
     ) -> Callable[[], None]:
         """Checks and packs a launch once; calling the result launches it again and again with no Python-side
-        checking or packing: the path for hot loops. The arrays behind pointer arguments must outlive it."""
+        checking or packing: the path for hot loops. The arrays behind pointer arguments must outlive it.
+        `stream` None means the current stream of the first array argument's library (see driver.current_stream)."""
         packed = kargs.pack(self.kernel, args, "cuda", self.device)
-        grid3, block3, shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem)
+        grid3, block3, shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem, self.max_shared)
         if shared > self._shared_limit:
             self._allow_shared(shared)
-        return _prepared(self, grid3, block3, shared, stream_handle(stream), packed)
+        if stream is None:
+            like = next((a for a in args if not isinstance(a, int | float)), None)
+            handle = driver.current_stream(self.device, like)
+        else:
+            handle = driver.stream_handle(stream)
+        return _prepared(self, grid3, block3, shared, handle, packed)
 
     def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
-        """Launches on `stream` (default: the legacy default stream) without synchronising."""
+        """Launches on `stream` (default: the current stream of the arrays' library) without synchronising."""
         self.prepare(grid, block, args, shared_mem, stream)()
 
 
@@ -164,7 +84,7 @@ def _cu_launch_kernel() -> Any:
 
 
 def _launch_failed(kernel_id: str, code: int) -> None:
-    _check((_driver().CUresult(code),), f"launching {kernel_id}")
+    driver.check((driver.driver_module().CUresult(code),), f"launching {kernel_id}")
 
 
 @cache
@@ -177,6 +97,10 @@ def _native_launch() -> Any:
     return CudaLaunch
 
 
+def _ctype(kind: str) -> Any:
+    return POINTER_CTYPE if kind == "ptr" else TYPES[kind].ctype
+
+
 def _prepared(
     loaded: CudaKernel,
     grid: tuple[int, int, int],
@@ -186,7 +110,7 @@ def _prepared(
     packed: list[kargs.Packed],
 ) -> Callable[[], None]:
     """A callable that enqueues the launch: the extension's CudaLaunch where it is built, else ctypes."""
-    values = [CTYPES[p.type](p.value) for p in packed]  # the driver reads these at each launch
+    values = [_ctype(p.type)(p.value) for p in packed]  # the driver reads these at each launch
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
     on_error = partial(_launch_failed, loaded.kernel.id)
     native = _native_launch()

@@ -1,67 +1,115 @@
-"""The host backend: run a kernel in the CPU emulator compiled into the `rust_kernels._host` extension.
+"""The host backend: a kernel instance built as a shared library for the CPU emulator (cuda_std's host side), on
+demand and cached like the PTX (rust_kernels.builder.build_host), and launched through its C entry
+`rk_host_launch` (see cuda_std::export_host_launch) with ctypes.
 
-The extension is built by maturin from the same generated `source` of every catalogue instance that goes to PTX;
-a descriptor whose source differs from the compiled one (a template edited since the build) is refused as stale.
+The launch runs on a worker thread while the calling thread waits, so Ctrl-C is honoured during a long launch: it
+asks the emulator to stop (`rk_host_cancel`), waits for its threads to leave, and raises KeyboardInterrupt.
 """
 
 from __future__ import annotations
 
+import ctypes
+import threading
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from rust_kernels import args as kargs
-from rust_kernels.errors import LaunchError, RustKernelsError
+from rust_kernels.dtypes import POINTER_HOST_CODE, TYPES
+from rust_kernels.errors import LaunchError
 from rust_kernels.kernels import Kernel
 
-BUILD_HINT = "pip install --no-build-isolation -e .   (from the repository root; needs Rust and maturin)"
+ERROR_CAPACITY = 4096
+
+
+class RawArg(ctypes.Structure):
+    """cuda_std::host::RawArg: a kind code, the bytes behind a pointer, and the value's bits."""
+
+    _fields_ = (("kind", ctypes.c_uint32), ("bytes", ctypes.c_uint64), ("bits", ctypes.c_uint64))
 
 
 @cache
-def _extension() -> Any:
-    try:
-        from rust_kernels import _host
-    except ImportError as err:
-        raise RustKernelsError(
-            f"the host emulator extension rust_kernels._host is not built ({err}): {BUILD_HINT}"
-        ) from None
-    return _host
+def _library(path: Path) -> ctypes.CDLL:
+    library = ctypes.CDLL(str(path))
+    library.rk_host_launch.restype = ctypes.c_int32
+    library.rk_host_launch.argtypes = (
+        ctypes.POINTER(RawArg), ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint32), ctypes.c_uint64, ctypes.c_uint32,
+        ctypes.c_char_p, ctypes.c_size_t,
+    )  # fmt: skip
+    library.rk_host_cancel.restype = None
+    library.rk_host_cancel.argtypes = ()
+    for name in ("rk_host_param_name", "rk_host_param_type"):
+        getattr(library, name).restype = ctypes.c_char_p
+        getattr(library, name).argtypes = (ctypes.c_size_t,)
+    library.rk_host_param_count.restype = ctypes.c_size_t
+    return library
+
+
+def _params(library: ctypes.CDLL) -> tuple[tuple[str, str], ...]:
+    """The (name, Rust type) of each parameter of the library's kernel, as compiled."""
+    count = library.rk_host_param_count()
+    return tuple(
+        (library.rk_host_param_name(i).decode(), library.rk_host_param_type(i).decode()) for i in range(count)
+    )
+
+
+def _raw(packed: kargs.Packed) -> RawArg:
+    if packed.type == "ptr":
+        return RawArg(POINTER_HOST_CODE, packed.nbytes, packed.value)
+    scalar = TYPES[packed.type]
+    bits = scalar.ctype(packed.value)  # the value at its width, then its bit pattern zero-extended
+    return RawArg(scalar.host_code, 0, int.from_bytes(bytes(bits), "little"))
 
 
 def host_available() -> tuple[bool, str]:
+    """Whether kernels can run in the host emulator here: it needs a Rust toolchain to build them, or a cache that
+    holds them already."""
+    from rust_kernels.errors import ToolchainMissing
+    from rust_kernels.toolchain import find_toolchain
+
     try:
-        _extension()
-    except RustKernelsError as err:
-        return False, str(err)
-    return True, "rust_kernels._host"
-
-
-@cache
-def _catalogue() -> dict[str, tuple[str, tuple[tuple[str, str], ...]]]:
-    return {id_: (sha, tuple(map(tuple, params))) for id_, sha, params in _extension().kernels()}
+        find_toolchain()
+    except ToolchainMissing as missing:
+        return False, f"no Rust toolchain to build host kernels ({missing})"
+    return True, "host kernels are built on demand"
 
 
 class HostKernel:
     """A kernel instance in the CPU emulator: the same `launch` as on the GPU, taking NumPy arrays for pointers."""
 
-    def __init__(self, kernel: Kernel, checked: bool = True) -> None:
-        catalogue = _catalogue()
-        if kernel.id not in catalogue:
-            raise RustKernelsError(f"{kernel.id} is not in the host extension's catalogue; rebuild it: {BUILD_HINT}")
-        sha, params = catalogue[kernel.id]
-        if sha != kernel.source_sha256 or params != kernel.args:
-            raise RustKernelsError(
-                f"the host extension holds a stale build of {kernel.id} (its source differs from the templates'); "
-                f"rebuild it: {BUILD_HINT}"
-            )
+    def __init__(self, kernel: Kernel, checked: bool = True, library: Path | None = None) -> None:
+        from rust_kernels.builder import build_host
+
         self.kernel = kernel
         self.checked = checked
+        path = library or build_host(kernel)
+        self.library = _library(path)
+        compiled = _params(self.library)
+        if compiled != kernel.args:
+            raise LaunchError(f"{path} holds a kernel with parameters {compiled}, not {kernel.id}'s {kernel.args}")
 
     def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
         """Runs the kernel to completion (`stream` is accepted for symmetry and ignored)."""
         packed = kargs.pack(self.kernel, args, "host")
         grid3, block3, shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem)
-        values = [(p.type, p.value, p.nbytes) for p in packed]
+        raw = (RawArg * len(packed))(*map(_raw, packed))
+        dims = (ctypes.c_uint32 * 6)(*grid3, *block3)
+        error = ctypes.create_string_buffer(ERROR_CAPACITY)
+        status: list[int] = []
+        call = self.library.rk_host_launch
+        worker = threading.Thread(
+            target=lambda: status.append(call(raw, len(packed), dims, shared, int(self.checked), error, len(error))),
+            name=f"rust_kernels host launch of {self.kernel.id}",
+            daemon=True,
+        )
+        worker.start()
         try:
-            _extension().launch(self.kernel.id, grid3, block3, shared, values, self.checked)
-        except _extension().KernelError as err:
-            raise LaunchError(str(err)) from None
+            while worker.is_alive():
+                worker.join(0.05)
+        except KeyboardInterrupt:
+            while worker.is_alive():  # a cancel that comes before the launch has started is lost: repeat it
+                self.library.rk_host_cancel()
+                worker.join(0.01)
+            raise
+        if status[0] != 0:
+            raise LaunchError(error.value.decode(errors="replace"))

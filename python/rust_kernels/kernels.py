@@ -1,19 +1,24 @@
 """Kernel descriptors, mirroring the original system's generated struct and `Kernel` trait.
 
-One class per spec in codegen/specs, named in PascalCase (BatchNorm2dNchwBackward). An instance fixes the dtype
-and the consts: `BatchNorm2dNchwBackward(block_hw=256, dtype="f32")` (consts may also be given positionally, in
-declaration order, as in the original's `new(block_hw)`).
+One class per spec, named in PascalCase (BatchNorm2dNchwBackward). An instance fixes the dtype and the consts:
+`BatchNorm2dNchwBackward(block_hw=256, dtype="f32")` (consts may also be given positionally, in declaration order,
+as in the original's `new(block_hw)`). The package's own kernels (the catalogue) are the specs of every family
+directory under codegen/; a user's directory of specs becomes classes the same way (rust_kernels.Program).
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Iterable
 from functools import cached_property
 
-from rust_kernels import codegen
+import numpy as np
+
+from rust_kernels import codegen, resources
+from rust_kernels.dtypes import DTYPES, FloatType
 from rust_kernels.errors import ArgumentError
-from rust_kernels.spec import DTYPES, DType, KernelSpec, load_specs
+from rust_kernels.spec import FREE, KernelSpec, check_unique, load_specs
 
 
 class Kernel:
@@ -38,9 +43,10 @@ class Kernel:
             if const.field not in values:
                 raise ArgumentError(f"{const.field}: required ({const.doc or const.name}), {const.describe()}")
             value = values[const.field]
-            if isinstance(value, bool) or not isinstance(value, int) or not const.accepts(value):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not const.accepts(int(value)):
                 raise ArgumentError(f"{const.field}: expected {const.describe()}, got {value!r}")
-            setattr(self, const.field, value)
+            values[const.field] = int(value)
+            setattr(self, const.field, int(value))
         self.dtype = dtype
         self.const_values = tuple(values[c.field] for c in spec.consts)
 
@@ -78,15 +84,9 @@ class Kernel:
     def source_sha256(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()
 
-    def content_hash(self, arch: str | None = None) -> str:
-        """SHA-256 of everything that decides the PTX: the cache key (see rust_kernels.builder.content_hash)."""
-        from rust_kernels.builder import content_hash
-
-        return content_hash(self, arch)
-
     # --- launch geometry, from the spec ----------------------------------------------------------------------
     @property
-    def dtype_info(self) -> DType:
+    def dtype_info(self) -> FloatType:
         return DTYPES[self.dtype]
 
     @cached_property
@@ -96,9 +96,9 @@ class Kernel:
         x, y, z = (consts[d] if isinstance(d, str) else d for d in self.spec.block)
         return (x, y, z)
 
-    def grid_dim(self, scalars: dict[str, int]) -> tuple[int, int, int]:
-        """The grid the kernel expects for these scalar argument values."""
-        x, y, z = (scalars[d] if isinstance(d, str) else d for d in self.spec.grid)
+    def grid_dim(self, scalars: dict[str, int]) -> tuple[int | None, int | None, int | None]:
+        """The grid the kernel expects for these scalar argument values (None: any size, the caller's choice)."""
+        x, y, z = (None if d == FREE else scalars[d] if isinstance(d, str) else d for d in self.spec.grid)
         return (x, y, z)
 
     @cached_property
@@ -126,17 +126,29 @@ def kernel_class(spec: KernelSpec) -> type[Kernel]:
     return type(spec.class_name, (Kernel,), {"spec": spec, "__doc__": spec.doc, "__module__": __name__})
 
 
-CATALOGUE: dict[str, type[Kernel]] = {spec.class_name: kernel_class(spec) for spec in load_specs()}
-globals().update(CATALOGUE)
-__all__ = ["CATALOGUE", "Kernel", "instances", *CATALOGUE]
+def kernel_classes(specs: Iterable[KernelSpec]) -> dict[str, type[Kernel]]:
+    """One descriptor class per spec, by class name."""
+    specs = tuple(specs)
+    check_unique(specs)
+    return {spec.class_name: kernel_class(spec) for spec in specs}
 
 
-def instances(dtypes: tuple[str, ...] | None = None) -> list[Kernel]:
-    """Every instance of every catalogue kernel: each dtype and each accepted const combination."""
+def family_directories() -> list:
+    """The package's kernel families: every directory under codegen/ holding specs."""
+    return sorted(d for d in resources.codegen().iterdir() if d.is_dir() and any(d.glob("*.toml")))
+
+
+def instances(classes: Iterable[type[Kernel]] | None = None, dtypes: tuple[str, ...] | None = None) -> list[Kernel]:
+    """Every instance of the given kernel classes (default: the catalogue): each dtype and const combination."""
     out = []
-    for cls in CATALOGUE.values():
+    for cls in CATALOGUE.values() if classes is None else classes:
         spec = cls.spec
         for dtype in spec.dtypes if dtypes is None else [d for d in dtypes if d in spec.dtypes]:
             for values in itertools.product(*(c.values() for c in spec.consts)):
                 out.append(cls(*values, dtype=dtype))
     return out
+
+
+CATALOGUE: dict[str, type[Kernel]] = kernel_classes(s for d in family_directories() for s in load_specs(d))
+globals().update(CATALOGUE)
+__all__ = ["CATALOGUE", "Kernel", "instances", "kernel_classes", *CATALOGUE]

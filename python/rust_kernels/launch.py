@@ -14,15 +14,19 @@ if TYPE_CHECKING:
 BACKENDS = ("cuda", "host")
 
 
+def check_backend(backend: object) -> str:
+    if backend not in BACKENDS:
+        raise ArgumentError(f"backend: expected one of {list(BACKENDS)}, got {backend!r}")
+    return backend  # type: ignore[return-value]
+
+
 def load(kernel: Kernel, device: int = 0, backend: str = "cuda", *, checked: bool = True) -> CudaKernel | HostKernel:
-    """Loads `kernel` for launching: backend "cuda" builds (or finds) its PTX/cubin and loads it on GPU `device`;
-    backend "host" runs it in the CPU emulator (`checked` bounds-checks every access there)."""
-    if backend == "cuda":
+    """Loads `kernel` for launching: backend "cuda" finds (or builds) its cubin or PTX for GPU `device`'s arch and
+    loads it; backend "host" builds (or finds) it for the CPU emulator (`checked` bounds-checks every access)."""
+    if check_backend(backend) == "cuda":
         from rust_kernels.cuda import CudaKernel
 
         return CudaKernel(kernel, device)
-    if backend == "host":
-        from rust_kernels.host import HostKernel
+    from rust_kernels.host import HostKernel
 
-        return HostKernel(kernel, checked=checked)
-    raise ArgumentError(f"backend: expected one of {list(BACKENDS)}, got {backend!r}")
+    return HostKernel(kernel, checked=checked)

@@ -1,69 +1,39 @@
-"""Kernel specs: one TOML file per kernel in codegen/specs, validated here. A spec is the single schema from which
-the Rust signature, the entry point, the Python argument packer and the launch checks are derived."""
+"""Kernel specs: one TOML file per kernel, validated here. A spec is the single schema from which the Rust signature,
+the entry point, the Python argument packer and the launch checks are derived. Its template (the kernel body, a
+Jinja2 template or plain Rust) sits in the spec's own directory; templates shared by every kernel (the entry point,
+reductions) come from the package's codegen/templates.
+
+Every problem is refused when the spec is loaded, with the file and the field named.
+"""
 
 from __future__ import annotations
 
+import ast
 import keyword
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
+from types import CodeType
 
-import numpy as np
-
+from rust_kernels.dtypes import DTYPES, SCALARS
 from rust_kernels.errors import SpecError
-from rust_kernels.paths import SPECS, TEMPLATES
 
-
-@dataclass(frozen=True)
-class DType:
-    """A storage dtype (also its Rust type's name), with the type kernels accumulate it in."""
-
-    name: str
-    numpy: str  # NumPy's (and PyTorch's) name; bfloat16 comes from ml_dtypes
-    size: int
-    acc: str  # the accumulation type (Float::Acc)
-    acc_size: int
-    unit_roundoff: float  # of the accumulation type
-    storage_roundoff: float  # of rounding a result from the accumulation type into this one (0: no rounding)
-    smallest_subnormal: float
-
-    @property
-    def acc_numpy(self) -> str:
-        return DTYPES[self.acc].numpy
-
-    def numpy_dtype(self) -> np.dtype:
-        if self.name == "bf16":
-            import ml_dtypes  # NumPy has no bfloat16 of its own
-
-            return np.dtype(ml_dtypes.bfloat16)
-        return np.dtype(self.numpy)
-
-
-DTYPES = {
-    "f32": DType("f32", "float32", 4, "f32", 4, 2.0**-24, 0.0, 2.0**-149),
-    "f64": DType("f64", "float64", 8, "f64", 8, 2.0**-53, 0.0, 2.0**-1074),
-    "bf16": DType("bf16", "bfloat16", 2, "f32", 4, 2.0**-24, 2.0**-8, 2.0**-133),
-    "f16": DType("f16", "float16", 2, "f32", 4, 2.0**-24, 2.0**-11, 2.0**-24),
-}
-
-# Element types pointers may point to, by the names NumPy and PyTorch give them, with their sizes.
-ELEMENTS = {"float32": "f32", "float64": "f64", "bfloat16": "bf16", "float16": "f16", "int32": "i32", "uint32": "u32",
-            "int64": "i64", "uint64": "u64"}  # fmt: skip
-ELEMENT_SIZES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8}
-# Scalar parameter types (4- or 8-byte values).
-SCALARS = ("i32", "u32", "i64", "u64", "f32", "f64")
-POINTER = re.compile(r"^\*(mut|const) (D|A|f32|f64|bf16|f16|i32|u32|i64|u64)$")  # D: the dtype, A: its Acc
-SNAKE = re.compile(r"^[a-z_][a-z0-9_]*$")
-IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CONST = re.compile(r"^[A-Z][A-Z0-9_]*$")
+ACC = "A"  # in a spec's types: the dtype's accumulation type (D::Acc)
+POINTER = re.compile(r"\*mut (D|A|f32|f64|bf16|f16|i32|u32|i64|u64)")
+SNAKE = re.compile(r"[a-z_][a-z0-9_]*")
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CONST = re.compile(r"[A-Z][A-Z0-9_]*")
+MAX_CONST_VALUES = 4096  # a const enumerates its values (catalogue instances, checks): keep that bounded
 # Rust keywords (strict and reserved) are not identifiers; Python's are checked too since names become attributes.
 RUST_KEYWORDS = frozenset(
     """as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move
     mut pub ref return self Self static struct super trait true type unsafe use where while abstract become box do
     final gen macro override priv try typeof unsized virtual yield""".split()
 )
+GENERIC_NAMES = frozenset({"D", ACC})  # the kernel's dtype parameter and its accumulation type
+RESERVED_CLASSES = frozenset({"Kernel", "Program", "KernelSpec", "ObjectCode"})  # the package's own classes
 
 
 @dataclass(frozen=True)
@@ -82,7 +52,9 @@ class ConstSpec:
 
     def values(self) -> list[int]:
         """Every value this const accepts, in increasing order."""
-        return [v for v in range(self.min, self.max + 1) if self.accepts(v)]
+        if self.power_of_two:
+            return [1 << k for k in range(max(self.max, 1).bit_length()) if self.accepts(1 << k)]
+        return list(range(self.min, self.max + 1))
 
     def accepts(self, value: int) -> bool:
         return self.min <= value <= self.max and (not self.power_of_two or value & (value - 1) == 0)
@@ -95,7 +67,8 @@ class ConstSpec:
 @dataclass(frozen=True)
 class ArgSpec:
     name: str
-    type: str  # as written in the spec: "*mut D", "i32", ...
+    type: str  # as written in the spec: "*mut D", "i32", "A", ...
+    output: bool = False  # the kernel writes through this pointer: it must be writeable
 
     @property
     def is_pointer(self) -> bool:
@@ -103,11 +76,15 @@ class ArgSpec:
 
     @property
     def generic(self) -> str:
-        """The Rust type in the generic kernel: "*mut A" -> "*mut D::Acc"."""
+        """The Rust type in the generic kernel: "*mut A" -> "*mut D::Acc", "A" -> "D::Acc"."""
+        if self.type == ACC:
+            return "D::Acc"
         return self.type.replace(" A", " D::Acc")
 
     def concrete(self, dtype: str) -> str:
-        """The Rust type with the dtype substituted: "*mut D" -> "*mut f32", "*mut A" -> its accumulation type."""
+        """The Rust type with the dtype substituted: "*mut D" -> "*mut f32", "A" -> its accumulation type."""
+        if self.type == ACC:
+            return DTYPES[dtype].acc
         if not self.is_pointer:
             return self.type
         return self.type.replace(" D", f" {dtype}").replace(" A", f" {DTYPES[dtype].acc}")
@@ -115,6 +92,27 @@ class ArgSpec:
     def element(self, dtype: str) -> str:
         """The pointee's type name (pointer args) or the scalar's type name."""
         return self.concrete(dtype).split()[-1]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A launch precondition: where `when` holds, `check` must, else the launch is refused with `message`. Both are
+    arithmetic over the consts, the scalar arguments, DSIZE (bytes of D) and pointer arguments (as addresses)."""
+
+    when: str
+    check: str
+    message: str
+    code: tuple[CodeType, CodeType]
+
+    def holds(self, names: Mapping[str, int | float]) -> bool:
+        when, check = self.code
+        scope = {"__builtins__": {}}
+        return not eval(when, scope, names) or bool(eval(check, scope, names))  # noqa: S307 (whitelisted AST)
+
+
+_EXPRESSION_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.Compare, ast.BinOp, ast.UnaryOp, ast.Not,
+                     ast.USub, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Eq, ast.NotEq, ast.Lt, ast.LtE,
+                     ast.Gt, ast.GtE, ast.Name, ast.Load, ast.Constant)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -128,31 +126,134 @@ class KernelSpec:
     grid: tuple[str | int, ...]
     block: tuple[str | int, ...]
     shared_accumulators_per_warp: int
+    requires: tuple[Requirement, ...]
     path: Path
 
     @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+    @property
     def class_name(self) -> str:
-        """PascalCase of the name, splitting on '_' (batch_norm_2d_nchw_backward -> BatchNorm2dNchwBackward)."""
-        return "".join(part[:1].upper() + part[1:] for part in self.name.split("_"))
+        return class_name(self.name)
+
+
+def class_name(name: str) -> str:
+    """PascalCase of a kernel name, splitting on '_' (batch_norm_2d_nchw_backward -> BatchNorm2dNchwBackward)."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
 
 def _fail(path: Path, message: str) -> SpecError:
-    return SpecError(f"{path.name}: {message}")
+    return SpecError(f"{path}: {message}")
 
 
 def _identifier(path: Path, what: str, name: object, pattern: re.Pattern[str]) -> str:
-    if not isinstance(name, str) or not pattern.match(name) or name in RUST_KEYWORDS or keyword.iskeyword(name):
+    if (
+        not isinstance(name, str)
+        or not pattern.fullmatch(name)
+        or not name.strip("_")
+        or name in RUST_KEYWORDS
+        or keyword.iskeyword(name)
+    ):
         raise _fail(path, f"{what} {name!r} is not a valid identifier (expected {pattern.pattern}, not a keyword)")
     return name
+
+
+FREE = "*"  # a grid entry the caller chooses (any positive size)
 
 
 def _dims(path: Path, what: str, value: object, names: set[str]) -> tuple[str | int, ...]:
     if not isinstance(value, list) or len(value) != 3:
         raise _fail(path, f"{what} must be a list of 3 entries (x, y, z)")
     for entry in value:
-        if not (isinstance(entry, int) and entry >= 1) and entry not in names:
+        if not (isinstance(entry, int) and not isinstance(entry, bool) and entry >= 1) and entry not in names:
             raise _fail(path, f"{what} entry {entry!r} is neither a positive integer nor one of {sorted(names)}")
     return tuple(value)
+
+
+def _int(path: Path, what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(path, f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def _const(path: Path, raw: object) -> ConstSpec:
+    if not isinstance(raw, dict):
+        raise _fail(path, f"each [[consts]] entry must be a table, got {raw!r}")
+    name = _identifier(path, "const", raw.get("name"), CONST)
+    if name in GENERIC_NAMES:
+        raise _fail(path, f"const {name!r} clashes with the kernel's dtype parameters {sorted(GENERIC_NAMES)}")
+    if "max" not in raw:
+        raise _fail(path, f"const {name} needs a max (its values are enumerated)")
+    const = ConstSpec(
+        name=name,
+        type=raw.get("type", "u32"),
+        doc=str(raw.get("doc", "")),
+        min=_int(path, f"const {name}: min", raw.get("min", 1)),
+        max=_int(path, f"const {name}: max", raw["max"]),
+        power_of_two=bool(raw.get("power_of_two", False)),
+    )
+    if const.type not in ("u32", "i32", "usize"):
+        raise _fail(path, f"const {name} has type {const.type!r}; expected u32, i32 or usize")
+    if const.type != "i32" and const.min < 0:
+        raise _fail(path, f"const {name}: min {const.min} is negative for the unsigned type {const.type}")
+    if const.max - const.min >= MAX_CONST_VALUES and not const.power_of_two:
+        raise _fail(path, f"const {name} spans {const.max - const.min + 1} values; at most {MAX_CONST_VALUES}")
+    if not const.values():
+        raise _fail(path, f"const {name} accepts no value")
+    return const
+
+
+def _arg(path: Path, raw: object) -> ArgSpec:
+    if not isinstance(raw, dict):
+        raise _fail(path, f"each [[args]] entry must be a table, got {raw!r}")
+    name = _identifier(path, "argument", raw.get("name"), IDENT)
+    kind = raw.get("type", "")
+    if isinstance(kind, str) and kind.startswith("*const "):
+        raise _fail(path, f"argument {name} has type {kind!r}: pointers are `*mut` (as rust-cuda passes them)")
+    if not isinstance(kind, str) or not (POINTER.fullmatch(kind) or kind in SCALARS or kind == ACC):
+        raise _fail(path, f"argument {name} has type {kind!r}; expected *mut D, *mut A, *mut <type>, a scalar or A")
+    output = raw.get("output", False)
+    if not isinstance(output, bool) or (output and not kind.startswith("*")):
+        raise _fail(path, f"argument {name}: output must be true or false, and only pointers are outputs")
+    return ArgSpec(name, kind, output)
+
+
+def _expression(path: Path, text: object, names: set[str]) -> CodeType:
+    if not isinstance(text, str):
+        raise _fail(path, f"requirement {text!r} must be a string")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as err:
+        raise _fail(path, f"requirement {text!r} is not an expression: {err.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _EXPRESSION_NODES):
+            raise _fail(path, f"requirement {text!r}: {type(node).__name__} is not allowed (arithmetic and compares)")
+        if isinstance(node, ast.Name) and node.id not in names:
+            raise _fail(path, f"requirement {text!r}: unknown name {node.id!r} (known: {sorted(names)})")
+        if isinstance(node, ast.Constant) and (isinstance(node.value, bool) or not isinstance(node.value, int)):
+            raise _fail(path, f"requirement {text!r}: only integer constants are allowed")
+    return compile(tree, str(path), "eval")
+
+
+def _requirement(path: Path, raw: object, names: set[str]) -> Requirement:
+    if not isinstance(raw, dict) or "check" not in raw or "message" not in raw:
+        raise _fail(path, "each [[requires]] entry needs `check` and `message` (and may have `when`)")
+    when = raw.get("when", "1")
+    code = (_expression(path, when, names), _expression(path, raw["check"], names))
+    return Requirement(str(when), raw["check"], str(raw["message"]), code)
+
+
+def _template(path: Path, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(path, f"template must be a file name, got {value!r}")
+    directory = path.parent.resolve()
+    file = (directory / value).resolve()
+    if not file.is_relative_to(directory):
+        raise _fail(path, f"template {value!r} lies outside the spec's directory {directory}")
+    if not file.is_file():
+        raise _fail(path, f"template {value!r} not found in {directory}")
+    return file.relative_to(directory).as_posix()
 
 
 def parse_spec(path: Path) -> KernelSpec:
@@ -161,64 +262,65 @@ def parse_spec(path: Path) -> KernelSpec:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise _fail(path, f"not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise _fail(path, f"cannot be read: {err}") from None
     missing = {"name", "template", "doc", "dtypes", "args", "grid", "block"} - raw.keys()
     if missing:
         raise _fail(path, f"missing fields {sorted(missing)}")
     name = _identifier(path, "kernel name", raw["name"], SNAKE)
-    if not (TEMPLATES / raw["template"]).is_file():
-        raise _fail(path, f"template {raw['template']!r} not found in {TEMPLATES}")
-    dtypes = tuple(raw["dtypes"])
-    if not dtypes or any(d not in DTYPES for d in dtypes):
-        raise _fail(path, f"dtypes {list(dtypes)} must be a non-empty subset of {sorted(DTYPES)}")
+    if class_name(name) in RESERVED_CLASSES:
+        raise _fail(path, f"kernel name {name!r} would shadow rust_kernels' own class {class_name(name)}")
+    template = _template(path, raw["template"])
+    dtypes = tuple(raw["dtypes"]) if isinstance(raw["dtypes"], list) else ()
+    if not dtypes or any(d not in DTYPES for d in dtypes) or len(set(dtypes)) != len(dtypes):
+        raise _fail(path, f"dtypes {raw['dtypes']!r} must be a non-empty list of distinct names from {sorted(DTYPES)}")
 
-    consts = []
-    for c in raw.get("consts", []):
-        const = ConstSpec(
-            name=_identifier(path, "const", c.get("name"), CONST),
-            type=c.get("type", "u32"),
-            doc=c.get("doc", ""),
-            min=c.get("min", 1),
-            max=c.get("max", 2**31 - 1),
-            power_of_two=c.get("power_of_two", False),
-        )
-        if const.type not in ("u32", "i32", "usize"):
-            raise _fail(path, f"const {const.name} has type {const.type!r}; expected u32, i32 or usize")
-        if not const.values():
-            raise _fail(path, f"const {const.name} accepts no value")
-        consts.append(const)
-
-    args = []
-    for a in raw["args"]:
-        arg = ArgSpec(_identifier(path, "argument", a.get("name"), IDENT), a.get("type", ""))
-        if not (POINTER.match(arg.type) or arg.type in SCALARS):
-            raise _fail(path, f"argument {arg.name} has type {arg.type!r}; expected *mut D, *const D or a scalar")
-        args.append(arg)
+    consts = tuple(_const(path, c) for c in raw.get("consts", []))
+    if not isinstance(raw["args"], list) or not raw["args"]:
+        raise _fail(path, "args must be a non-empty list of [[args]] tables")
+    args = tuple(_arg(path, a) for a in raw["args"])
     names = [a.name for a in args] + [c.name for c in consts]
     if len(set(names)) != len(names):
         raise _fail(path, "argument and const names must be unique")
+    if GENERIC_NAMES & set(names):
+        raise _fail(path, f"names {sorted(GENERIC_NAMES & set(names))} clash with the kernel's dtype parameters")
 
     scalar_args = {a.name for a in args if not a.is_pointer and a.type in ("i32", "u32")}
+    shared = _int(path, "shared_accumulators_per_warp", raw.get("shared_accumulators_per_warp", 0))
+    if shared < 0:
+        raise _fail(path, f"shared_accumulators_per_warp must not be negative, got {shared}")
+    known = {*names, "DSIZE"}
+    requires = tuple(_requirement(path, r, known) for r in raw.get("requires", []))
     return KernelSpec(
         name=name,
-        template=raw["template"],
-        doc=raw["doc"].strip(),
+        template=template,
+        doc=str(raw["doc"]).strip(),
         dtypes=dtypes,
-        consts=tuple(consts),
-        args=tuple(args),
-        grid=_dims(path, "grid", raw["grid"], scalar_args),
+        consts=consts,
+        args=args,
+        grid=_dims(path, "grid", raw["grid"], {*scalar_args, FREE}),
         block=_dims(path, "block", raw["block"], {c.name for c in consts}),
-        shared_accumulators_per_warp=int(raw.get("shared_accumulators_per_warp", 0)),
+        shared_accumulators_per_warp=shared,
+        requires=requires,
         path=path,
     )
 
 
-@cache
-def load_specs(directory: Path = SPECS) -> tuple[KernelSpec, ...]:
-    """Every spec of the catalogue, sorted by name."""
+def load_specs(directory: Path) -> tuple[KernelSpec, ...]:
+    """Every spec (*.toml) in `directory`, sorted by name; names and class names must be unique."""
+    if not directory.is_dir():
+        raise SpecError(f"{directory}: not a directory of kernel specs")
     specs = tuple(sorted((parse_spec(p) for p in directory.glob("*.toml")), key=lambda s: s.name))
-    seen = set()
-    for spec in specs:
-        if spec.name in seen:
-            raise _fail(spec.path, f"kernel name {spec.name!r} is used by two specs")
-        seen.add(spec.name)
+    check_unique(specs)
     return specs
+
+
+def check_unique(specs: tuple[KernelSpec, ...]) -> None:
+    """Refuses two specs with one kernel name or one class name (one of them would be silently dropped)."""
+    seen: dict[str, KernelSpec] = {}
+    for spec in specs:
+        for key in (spec.name, spec.class_name):
+            other = seen.get(key)
+            if other is not None and other.path != spec.path:
+                raise _fail(spec.path, f"kernel {spec.name!r} collides with {other.path} (both map to {key!r})")
+            seen[key] = spec

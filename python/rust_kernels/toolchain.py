@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rust_kernels import cache as kcache
 from rust_kernels.errors import BuildError, ToolchainMissing
-from rust_kernels.progress import step
+from rust_kernels.progress import say, step
 
 TARGET = "nvptx64-nvidia-cuda"
 LLVM_TOOLS = ("llvm-link", "opt", "llc")
@@ -132,7 +132,8 @@ def _ensure_sysroot(toolchain: Toolchain, arch: str) -> Path:
         (staging / libdir).mkdir(parents=True)
         env = {**os.environ, "RUSTC_BOOTSTRAP": "1"}
         for name, crate_dir, extra in crates:
-            with step(f"building {name} for {TARGET} ({arch}), once per toolchain"):
+            say(f"building {name} for {TARGET} ({arch}), once per toolchain ...")
+            with step(f"built {name} for {TARGET} ({arch})"):
                 cmd = [
                     str(toolchain.rustc), "--edition", _edition(crate_dir), "--crate-type", "rlib",
                     "--crate-name", name, "-O", "-C", "panic=abort", "--target", TARGET, "-C",

@@ -6,6 +6,7 @@
 //! access against the pointer arguments and shared memory. Out-of-bounds accesses, deadlocks and panics in kernel
 //! code fail the launch with a [`LaunchError`] naming the kernel, instead of corrupting memory or hanging.
 
+pub mod abi;
 pub mod atomic;
 pub mod float;
 pub mod math;
@@ -22,5 +23,8 @@ mod launch;
 #[cfg(test)]
 mod tests;
 
+pub use context::cancel_launches;
 pub use kernel::{ArgValue, FromArg, HostKernel, Param, PointerTarget};
-pub use launch::{launch, Arg, LaunchConfig, LaunchError};
+pub use launch::{
+    launch, Arg, LaunchConfig, LaunchError, LaunchErrorKind, MAX_SHARED_MEM_BYTES, MAX_THREADS_PER_BLOCK,
+};

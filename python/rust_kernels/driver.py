@@ -1,0 +1,122 @@
+"""cuda-python (cuda.bindings) at the lowest level: the driver module, error checking, the primary context, device
+and pointer attributes, and stream handles. Used by the GPU backend and by argument checks."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from rust_kernels.errors import ArgumentTypeError, LaunchError, RustKernelsError
+
+
+def driver_module() -> Any:
+    from cuda.bindings import driver
+
+    return driver
+
+
+def check(result: tuple, what: str) -> Any:
+    """Unwraps a cuda.bindings (CUresult, value...) tuple, raising LaunchError with the driver's own words."""
+    driver = driver_module()
+    err, *values = result
+    if err != driver.CUresult.CUDA_SUCCESS:
+        name = driver.cuGetErrorName(err)[1]
+        text = driver.cuGetErrorString(err)[1]
+        raise LaunchError(f"{what}: {name.decode() if name else err} ({text.decode() if text else ''})")
+    return values[0] if len(values) == 1 else values
+
+
+def gpu_available() -> tuple[bool, str]:
+    """Whether a CUDA device can be used here, and if not, why."""
+    try:
+        driver = driver_module()
+        check(driver.cuInit(0), "cuInit")
+        count = check(driver.cuDeviceGetCount(), "cuDeviceGetCount")
+    except ImportError as err:
+        return False, f"cuda-python is not installed ({err})"
+    except (LaunchError, RuntimeError, OSError) as err:
+        return False, f"no usable CUDA driver or device ({err})"
+    if count < 1:
+        return False, "the CUDA driver reports no device"
+    return True, f"{count} CUDA device(s)"
+
+
+@cache
+def context(device: int) -> Any:
+    """The device's primary context, retained for the process and made current on this thread."""
+    usable, why = gpu_available()
+    if not usable:
+        raise RustKernelsError(f"backend 'cuda': {why}; use backend='host' to run in the CPU emulator")
+    driver = driver_module()
+    handle = check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
+    context = check(driver.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+    check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+    return context
+
+
+@cache
+def compute_capability(device: int) -> tuple[int, int]:
+    driver = driver_module()
+    attr = driver.CUdevice_attribute
+    handle = check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
+    major = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle), "cc")
+    minor = check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle), "cc")
+    return major, minor
+
+
+@cache
+def multiprocessor_count(device: int) -> int:
+    driver = driver_module()
+    handle = check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
+    attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    return int(check(driver.cuDeviceGetAttribute(attr, handle), "multiprocessor count"))
+
+
+def pointer_device(pointer: int) -> int | None:
+    """The ordinal of the device owning `pointer`, or None if the driver does not know the pointer."""
+    driver = driver_module()
+    attr = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    err, ordinal = driver.cuPointerGetAttribute(attr, pointer)
+    return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else None
+
+
+def stream_handle(stream: Any) -> int:
+    """A CUstream handle from None (the legacy default stream), an int, or a PyTorch, CuPy or cuda.core stream."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    for attribute in ("cuda_stream", "ptr", "handle"):
+        if hasattr(stream, attribute):
+            return int(getattr(stream, attribute))
+    raise ArgumentTypeError(
+        f"stream: expected None, an int handle or a CUDA stream object, got {type(stream).__name__}"
+    )
+
+
+
+@cache
+def max_shared_per_block(device: int) -> int:
+    """The most dynamic shared memory one CTA may opt in to on `device`."""
+    driver = driver_module()
+    handle = check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
+    attr = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    return int(check(driver.cuDeviceGetAttribute(attr, handle), "max shared memory per block"))
+
+
+def current_stream(device: int, like: Any) -> int:
+    """The stream a launch goes to when none is given: the current stream of `like`'s array library on `device`
+    (PyTorch's, CuPy's), else the legacy default stream. That is where the library's own kernels run, so ordering,
+    CUDA-graph capture and the caching allocators' stream semantics hold."""
+    module = type(like).__module__
+    if module.startswith("torch"):
+        import torch
+
+        return int(torch._C._cuda_getCurrentRawStream(device))
+    if module.startswith("cupy"):
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    return 0

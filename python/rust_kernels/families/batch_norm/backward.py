@@ -1,0 +1,336 @@
+"""BatchNorm2d NCHW backward with frozen running statistics (eval mode): the op, its launch plans, the float64
+reference and the tolerance model.
+
+Plans. The kernels move 3 x numel x sizeof(D) bytes, so they are memory-bound: a plan's job is to keep every SM
+streaming. One CTA per channel leaves SMs idle when C is small, so each channel is then split over several CTAs
+(batch_norm_2d_nchw_backward_split), as long as each keeps enough work; 16- or 8-byte vector accesses are used when
+H*W and the pointers allow; channels too small for a CTA (a few thousand single elements) get a warp each
+(batch_norm_2d_nchw_backward_warp). The seed kernel (batch_norm_2d_nchw_backward, one CTA per channel) keeps the
+original signature.
+
+Tolerances are error bounds derived from the arithmetic, never tuned. With u the unit roundoff of the kernel's
+accumulation type (f32 for f32, bf16 and f16 storage; f64 for f64) and u64 = 2^-53 that of the float64 reference:
+- dx = weight * rstd * dy: 5 roundings in the kernel (add, sqrt and divide for rstd; two products), bounded with
+  second-order terms by 6u |dx|; 5 in the reference, bounded by 6 u64 |dx|.
+- Sums: n terms added along a tree of depth d err by at most gamma_d * sum|terms|, gamma_d = d u / (1 - d u)
+  (Higham, Accuracy and Stability, 4.2); summation_depth gives d for each plan. dbias: gamma_d * sum|dy|. dweight:
+  its terms dy * (x - mean) carry 2 roundings each (gamma_(d+2)), and the final product with rstd (itself 3
+  roundings) 4 more: (1 + 5u) rstd gamma_(d+2) sum|dy (x - mean)| + 5u |dweight|. The reference sums with math.fsum
+  (one rounding), so its error is its terms' roundings: 3 u64 rstd sum|terms| + 6 u64 |dweight| and 2 u64 sum|dy|.
+- Storage: bf16 and f16 results are rounded from the f32 value once more: |fl(y^) - y| <= us |y| + (1 + us) |y^ - y|,
+  us = 2^-8 (bf16) or 2^-11 (f16); f32 and f64 results are stored as computed (us = 0).
+- An absolute floor covers underflow in the accumulation type and rounding to a subnormal of the storage type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from rust_kernels import arrays
+from rust_kernels.dtypes import DTYPES
+from rust_kernels.errors import ArgumentError
+from rust_kernels.families.batch_norm import common
+from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dNchwBackward,
+    BatchNorm2dNchwBackwardSplit,
+    BatchNorm2dNchwBackwardWarp,
+    Kernel,
+)
+from rust_kernels.launch import load
+from rust_kernels.registry import Family, register
+
+MAX_SPLIT = 64
+# Channels of at most this many single elements (no packs possible) go to the warp-per-channel kernel. Measured on
+# the H200: (32,2048,7,7) f32 20.7 -> 19.0 us, bf16 14.8 -> 14.4 us; with packs, or more elements per channel, a
+# CTA per channel is faster.
+WARP_MAX_UNITS = 2048
+# A CTA that gets less than this many units (elements or packs) spends more on its fixed costs (statistics,
+# reductions) than on streaming: 2 unrolled steps of a 128-thread CTA.
+MIN_UNITS_PER_CTA = 1024
+U64 = 2.0**-53
+
+
+@dataclass(frozen=True)
+class Plan:
+    kernel: Kernel
+    split: int = 1  # CTAs per channel (split kernel)
+    ctas: int = 0  # CTAs in the grid (warp kernel)
+
+    @property
+    def kind(self) -> str:
+        """ "seed", "split" or "warp"."""
+        return self.kernel.name.removeprefix(BatchNorm2dNchwBackward.spec.name).removeprefix("_") or "seed"
+
+    @property
+    def label(self) -> str:
+        return self.kernel.id + {"split": f" split={self.split}", "warp": f" ctas={self.ctas}"}.get(self.kind, "")
+
+    def grid(self, channels: int) -> tuple[int, int, int]:
+        return (self.ctas, 1, 1) if self.kind == "warp" else (channels, self.split, 1)
+
+
+def unit_elements(vectorized: int, dtype: str) -> int:
+    """Elements the variant kernels move at once: one, or a 16-byte (vectorized 1) or 8-byte (2) pack."""
+    return {0: 1, 1: 16, 2: 8}[vectorized] // (1 if vectorized == 0 else DTYPES[dtype].size)
+
+
+def vector_mode(hw: int, dtype: str, alignment: int) -> int:
+    """The widest pack that divides every row (H*W elements) and the pointers' alignment, if it holds 2+ lanes."""
+    for mode, nbytes in ((1, 16), (2, 8)):
+        lanes = unit_elements(mode, dtype)
+        if alignment % nbytes == 0 and lanes >= 2 and hw % lanes == 0:
+            return mode
+    return 0
+
+
+def choose(
+    shape: common.Shape4, dtype: str, alignment: int, sms: int, deterministic: bool = True, block_hw: int | None = None
+) -> Plan:
+    """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx."""
+    batches, channels, height, width = shape
+    hw = height * width
+    if batches * hw >= 2**32:
+        raise ArgumentError(f"x: B * H * W = {batches * hw} exceeds the kernel's 32-bit per-channel indexing")
+    vectorized = vector_mode(hw, dtype, alignment)
+    units = batches * hw // unit_elements(vectorized, dtype)
+    if vectorized == 0 and units <= WARP_MAX_UNITS:
+        return warp(channels, block_hw or 128, 0, dtype)
+    # Measured on the H200 (bench and a sweep of block x split per shape): with C of 1.5 CTAs per SM or more, one
+    # CTA per channel is best; fewer channels are split until there are about 2 CTAs per SM, as long as each CTA
+    # keeps enough work. Bigger CTAs pay off only when each has a lot to stream.
+    split = 1
+    if channels < sms * 3 // 2:
+        while split < MAX_SPLIT and channels * split < 2 * sms and units // (2 * split) >= MIN_UNITS_PER_CTA:
+            split *= 2
+    per_cta = units // split
+    block = block_hw or (512 if per_cta >= 16384 else 256 if per_cta >= 4096 else 128)
+    return Plan(BatchNorm2dNchwBackwardSplit(block, vectorized, int(deterministic), dtype=dtype), split)
+
+
+def warp(channels: int, block_hw: int, vectorized: int, dtype: str) -> Plan:
+    """The warp-per-channel kernel, with a warp for every channel."""
+    kernel = BatchNorm2dNchwBackwardWarp(block_hw, vectorized, dtype=dtype)
+    return Plan(kernel, ctas=max(1, -(-channels // (block_hw // 32))))
+
+
+def seed(block_hw: int, dtype: str) -> Plan:
+    """The original kernel: one CTA per channel."""
+    return Plan(BatchNorm2dNchwBackward(block_hw=block_hw, dtype=dtype))
+
+
+# --- the op -----------------------------------------------------------------------------------------------------------
+# Split-kernel workspaces, per (library, device, stream, dtype, mode): every launch leaves them zeroed again, and
+# launches on one stream are ordered, so one workspace per stream is never used by two launches at once.
+_workspaces: dict[tuple, tuple[Any, Any]] = {}
+
+
+@cache
+def _loaded(kernel: Kernel, device: int, backend: str) -> Any:
+    return load(kernel, device=device, backend=backend)
+
+
+def _workspace(like: Any, plan: Plan, channels: int, device: int, stream: Any) -> tuple[Any, Any]:
+    """(partials, counters) for a split launch: zero before the launch, and zero after it."""
+    acc = plan.kernel.dtype_info.acc
+    deterministic = plan.kernel.deterministic == 1
+    need = channels * (plan.split if deterministic else 1) * 2
+    if isinstance(like, np.ndarray):  # host: fresh and cheap
+        return arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32")
+    from rust_kernels import driver
+
+    handle = driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
+    key = (type(like).__module__, device, handle, acc, deterministic)
+    held = _workspaces.get(key)
+    if held is None or held[0].shape[0] < need or held[1].shape[0] < channels:
+        held = (arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32"))
+        _workspaces[key] = held
+    return held
+
+
+def batch_norm_2d_nchw_backward(
+    dy: Any,
+    x: Any,
+    weight: Any,
+    running_mean: Any,
+    running_var: Any,
+    eps: float = 1e-5,
+    block_hw: int | None = None,
+    backend: str = "cuda",
+    stream: Any = None,
+    deterministic: bool = True,
+    plan: Plan | None = None,
+) -> tuple[Any, Any, Any]:
+    """(dx, dweight, dbias) of BatchNorm2d over NCHW `x` with frozen running statistics.
+
+    The launch plan is chosen per shape (`block_hw` fixes its CTA size). The CTAs sharing a channel combine their
+    partial sums in a fixed order, so results are bit-identical run to run; `deterministic=False` combines them with
+    float atomics instead. `plan` overrides the choice. Empty inputs give empty dx and zero dweight, dbias."""
+    shape = common.nchw("x", x)
+    batches, channels, height, width = shape
+    dtype = common.check_inputs(
+        "x", shape, {"x": x, "dy": dy}, {"weight": weight, "running_mean": running_mean, "running_var": running_var},
+        backend,
+    )  # fmt: skip
+    eps = common.check_eps(eps)
+    if not isinstance(deterministic, bool):
+        raise ArgumentError(f"deterministic: expected True or False, got {deterministic!r}")
+    if block_hw is not None and (isinstance(block_hw, bool) or not isinstance(block_hw, int | np.integer)):
+        raise ArgumentError(f"block_hw: expected an int (a power of two), got {block_hw!r}")
+    device = 0 if backend == "host" else arrays.device_of(x)
+    dx = arrays.empty(x, shape)
+    if dx.size == 0 or channels == 0:  # nothing to launch: PyTorch's results for an empty batch
+        return dx, arrays.zeros(x, channels, dtype), arrays.zeros(x, channels, dtype)
+    dweight, dbias = arrays.empty(x, (channels,)), arrays.empty(x, (channels,))
+    if plan is None:
+        from rust_kernels.driver import multiprocessor_count
+
+        alignment = math.gcd(16, *(arrays.address(a) for a in (dy, x, dx)))
+        sms = 1 if backend == "host" else multiprocessor_count(device)
+        plan = choose(shape, dtype, alignment, sms, deterministic, None if block_hw is None else int(block_hw))
+    head = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)
+    tail = (batches, channels, height * width, common.kernel_eps(plan.kernel, eps))
+    if plan.kind == "split":
+        args = (*head, *_workspace(x, plan, channels, device, stream), *tail, plan.split)
+    elif plan.kind == "warp":
+        args = (*head, *tail, plan.ctas)
+    else:
+        args = (*head, *tail)
+    kernel = plan.kernel
+    _loaded(kernel, device, backend).launch(plan.grid(channels), kernel.block_dim, args, stream=stream)
+    return dx, dweight, dbias
+
+
+# --- the family: reference, tolerances, checks, bench -------------------------------------------------------------
+class Backward(Family):
+    name = "batch_norm_2d_nchw_backward"
+    kernels = ("batch_norm_2d_nchw_backward", "batch_norm_2d_nchw_backward_split", "batch_norm_2d_nchw_backward_warp")
+    outputs = ("dx", "dweight", "dbias")
+    suites = {  # noqa: RUF012
+        "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (8, 1, 28, 28), (2, 4, 256, 256),
+                 (32, 64, 28, 28), (3, 5, 1, 1031), (3, 4, 6, 7), (4, 16, 14, 14)],
+        "host": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 4, 32, 32), (8, 1, 28, 28), (1, 2, 128, 128),
+                 (2, 3, 6, 7), (2, 5, 14, 14)],
+    }  # fmt: skip
+    bench_shapes = [(32, 256, 56, 56), (32, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
+                    (32, 1024, 14, 14), (128, 128, 56, 56), (32, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
+    ops = {"batch_norm_2d_nchw_backward": batch_norm_2d_nchw_backward}  # noqa: RUF012
+    eps = 1e-5
+    seed_blocks = (32, 256, 1024)
+    variant_blocks = {"cuda": (128, 512), "host": (128,)}  # noqa: RUF012
+    splits = {"cuda": (1, 3, 16), "host": (1, 3)}  # noqa: RUF012
+
+    def inputs(self, shape: tuple[int, ...], dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
+        names = ("dy", "x", "weight", "running_mean", "running_var")
+        return common.random_inputs(shape, dtype, seed, names)  # type: ignore[arg-type]
+
+    def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
+        """(dx, dweight, dbias) in float64; sums by math.fsum (correctly rounded). eps as the kernel receives it."""
+        dy, x = (np.asarray(inputs[n], np.float64) for n in ("dy", "x"))
+        weight, mean = (np.asarray(inputs[n], np.float64) for n in ("weight", "running_mean"))
+        rstd = common.rstd(inputs["running_var"], common.kernel_eps(plan.kernel, self.eps))
+        per_channel = (slice(None), None, None)
+        dx = (weight * rstd)[per_channel] * dy
+        channels = dy.shape[1]
+        terms = (dy * (x - mean[per_channel])).transpose(1, 0, 2, 3).reshape(channels, -1)
+        dys = dy.transpose(1, 0, 2, 3).reshape(channels, -1)
+        dweight = np.array([math.fsum(row) for row in terms]) * rstd
+        dbias = np.array([math.fsum(row) for row in dys])
+        return dx, dweight, dbias
+
+    def plans(self, backend: str, shape: tuple[int, ...], dtype: str) -> list[Plan]:
+        """The seed kernel at three CTA sizes; the split kernel in each mode with and without splitting; the warp
+        kernel with a warp per channel and with one CTA striding over all channels (vectorized variants only where
+        their packs divide H*W)."""
+        out = [seed(block, dtype) for block in self.seed_blocks]
+        hw = shape[2] * shape[3]
+        for block in self.variant_blocks[backend]:
+            for vectorized in (0, 1, 2):
+                if hw % unit_elements(vectorized, dtype):
+                    continue  # its packs do not divide a row
+                for det in (0, 1):
+                    kernel = BatchNorm2dNchwBackwardSplit(block, vectorized, det, dtype=dtype)
+                    out += [Plan(kernel, split) for split in self.splits[backend]]
+                out += [warp(shape[1], block, vectorized, dtype)]
+                out += [Plan(BatchNorm2dNchwBackwardWarp(block, vectorized, dtype=dtype), ctas=1)]
+        return out
+
+    def run(self, plan: Plan, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
+        names = ("dy", "x", "weight", "running_mean", "running_var")
+        return batch_norm_2d_nchw_backward(*(arrays[n] for n in names), eps=self.eps, backend=backend, plan=plan)
+
+    def tolerances(
+        self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray], ref: tuple[np.ndarray, ...]
+    ) -> list[np.ndarray]:
+        dtype = plan.kernel.dtype
+        dy, x, var, mean = (np.asarray(inputs[n], np.float64) for n in ("dy", "x", "running_var", "running_mean"))
+        u, us = DTYPES[dtype].unit_roundoff, DTYPES[dtype].storage_roundoff
+        depth = summation_depth(plan, shape)
+        rstd = common.rstd(var, common.kernel_eps(plan.kernel, self.eps))
+        abs_dy = np.abs(dy).sum(axis=(0, 2, 3))
+        abs_terms = np.abs(dy * (x - mean[:, None, None])).sum(axis=(0, 2, 3))
+        dx, dweight, dbias = (np.abs(r) for r in ref)
+        kernel = [
+            6 * u * dx,
+            (1 + 5 * u) * rstd * common.gamma(u, depth + 2) * abs_terms + 5 * u * dweight,
+            common.gamma(u, depth) * abs_dy,
+        ]
+        reference = [6 * U64 * dx, 3 * U64 * rstd * abs_terms + 6 * U64 * dweight, 2 * U64 * abs_dy]
+        tiny = common.floor(dtype)
+        return [(1 + us) * k + us * r + e + tiny for k, r, e in zip(kernel, (dx, dweight, dbias), reference, strict=True)]
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """Read dy and x, write dx."""
+        return 3 * math.prod(shape) * DTYPES[dtype].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+
+        dy, x, weight, mean, var = (tensors[n] for n in ("dy", "x", "weight", "running_mean", "running_var"))
+        empty = torch.empty(0, device=x.device, dtype=x.dtype)
+        dx = torch.empty_like(x)
+
+        def torch_eager() -> Any:
+            return torch.ops.aten.native_batch_norm_backward(
+                dy, x, weight, mean, var, empty, empty, False, self.eps, [True, True, True]
+            )
+
+        def maths(dy: Any, x: Any, weight: Any, mean: Any, var: Any) -> Any:
+            rstd = torch.rsqrt(var.float() + self.eps)
+            xhat = (x.float() - mean.float()[:, None, None]) * rstd[:, None, None]
+            dyf = dy.float()
+            dx = (dyf * (weight.float() * rstd)[:, None, None]).to(x.dtype)
+            return dx, (dyf * xhat).sum((0, 2, 3)).to(x.dtype), dyf.sum((0, 2, 3)).to(x.dtype)
+
+        compiled = torch.compile(maths, dynamic=False)
+        return {
+            "ours": lambda: batch_norm_2d_nchw_backward(dy, x, weight, mean, var, eps=self.eps),
+            "ours_atomic": lambda: batch_norm_2d_nchw_backward(dy, x, weight, mean, var, eps=self.eps,
+                                                               deterministic=False),
+            "torch": torch_eager,
+            "compile": lambda: compiled(dy, x, weight, mean, var),
+            "bound": lambda: torch.add(x, dy, out=dx),
+        }  # fmt: skip
+
+
+def summation_depth(plan: Plan, shape: tuple[int, ...]) -> int:
+    """The longest chain of additions behind a channel sum: each thread's sequential terms, 5 butterfly levels
+    within a warp and 5 over the warps; for a split plan also the partials (one per CTA of the channel, added in a
+    chain by float atomics in the worst case) and a second 10-level block reduction."""
+    batches, _, height, width = shape
+    block = plan.kernel.block_dim[0]
+    if plan.kind == "seed":
+        return batches * math.ceil(height * width / block) + 10
+    if plan.kind == "warp":  # each lane walks the channel with a stride of 32, then 5 butterfly levels
+        return math.ceil(batches * height * width / 32) + 16 + 5
+    elements = math.ceil(batches * height * width / plan.split)
+    per_thread = math.ceil(elements / block) + 16  # + one pack's lanes, where a slice ends inside a stride
+    return per_thread + 10 + plan.split + 10
+
+
+FAMILY = register(Backward())

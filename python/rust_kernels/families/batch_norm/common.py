@@ -1,0 +1,92 @@
+"""What the BatchNorm2d NCHW ops share: argument checks, the eps a kernel receives, the per-channel statistics of
+the reference, test inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rust_kernels import arrays
+from rust_kernels.dtypes import DTYPES
+from rust_kernels.errors import ArgumentError
+from rust_kernels.kernels import Kernel
+from rust_kernels.launch import check_backend
+
+Shape4 = tuple[int, int, int, int]
+
+
+def expect_shape(name: str, a: Any, shape: tuple[int, ...]) -> None:
+    if tuple(getattr(a, "shape", ())) != shape:
+        raise ArgumentError(f"{name}: expected shape {shape}, got {tuple(getattr(a, 'shape', ()))}")
+
+
+def nchw(name: str, x: Any) -> Shape4:
+    shape = getattr(x, "shape", None)
+    if shape is None or len(shape) != 4:
+        raise ArgumentError(f"{name}: expected an NCHW array (4 dimensions), got shape {shape}")
+    b, c, h, w = map(int, shape)
+    return b, c, h, w
+
+
+def check_inputs(x_name: str, shape: Shape4, same: dict[str, Any], per_channel: dict[str, Any], backend: str) -> str:
+    """Checks shapes and dtypes against x (`same`: arrays shaped like x, `per_channel`: [C] arrays); returns the
+    dtype name. All arrays share x's dtype."""
+    check_backend(backend)
+    channels = shape[1]
+    for name, a in same.items():
+        expect_shape(name, a, shape)
+    for name, a in per_channel.items():
+        expect_shape(name, a, (channels,))
+    first = next(iter(same.values()))
+    dtype = arrays.dtype_name(first)
+    if dtype not in DTYPES:
+        raise ArgumentError(f"{x_name}: expected a floating dtype among {sorted(DTYPES)}, got {dtype}")
+    for name, a in {**same, **per_channel}.items():
+        if arrays.dtype_name(a) != dtype:
+            raise ArgumentError(f"{name}: expected dtype {dtype} like {x_name}, got {arrays.dtype_name(a)}")
+    return dtype
+
+
+def check_eps(eps: object) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, int | float | np.floating | np.integer) or not eps >= 0:
+        raise ArgumentError(f"eps: expected a non-negative number, got {eps!r}")
+    return float(eps)
+
+
+def kernel_eps(kernel: Kernel, eps: float) -> float:
+    """eps as the kernel receives it: an f32 argument (the seed kernels' ABI) or the accumulation type."""
+    eps_type = next(a for a in kernel.args if a[0] == "eps")[1]
+    return float(np.float32(eps)) if eps_type == "f32" else eps
+
+
+def rstd(running_var: np.ndarray, eps: float) -> np.ndarray:
+    return 1.0 / np.sqrt(np.asarray(running_var, np.float64) + eps)
+
+
+def random_inputs(shape: Shape4, dtype: str, seed: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Standard-normal activations and gradients, weights in [0.5, 1.5], biases and means of scale 0.5, variances
+    in [0.5, 2], rounded to the storage type."""
+    rng = np.random.default_rng(seed)
+    channels = shape[1]
+    draw = {
+        "dy": lambda: rng.standard_normal(shape),
+        "x": lambda: rng.standard_normal(shape) * 2 + 0.5,
+        "weight": lambda: rng.uniform(0.5, 1.5, channels),
+        "bias": lambda: rng.standard_normal(channels) * 0.5,
+        "running_mean": lambda: rng.standard_normal(channels) * 0.5,
+        "running_var": lambda: rng.uniform(0.5, 2.0, channels),
+    }
+    storage = DTYPES[dtype].numpy_dtype()
+    return {name: draw[name]().astype(storage) for name in names}
+
+
+def gamma(u: float, n: int) -> float:
+    """Higham's gamma_n = n u / (1 - n u): the relative error bound of n roundings."""
+    return n * u / (1 - n * u)
+
+
+def floor(dtype: str) -> float:
+    """Absolute floor of a tolerance: underflow in the accumulation type and rounding to a subnormal of storage."""
+    info = DTYPES[dtype]
+    return float(np.finfo(info.acc_numpy).tiny) * 4 + info.smallest_subnormal

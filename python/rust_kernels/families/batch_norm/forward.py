@@ -1,0 +1,152 @@
+"""BatchNorm2d NCHW forward in inference mode (frozen running statistics): the op, its plan, the float64 reference
+and the tolerance model.
+
+y = (x - mean) * scale + bias with scale = weight * rstd, rstd = 1 / sqrt(var + eps). With u the accumulation type's
+unit roundoff: rstd carries 3 roundings and scale 1 more, (x - mean) 1 and the product 1, so t = (x - mean) * scale
+is within gamma_6 |t|; the final add rounds once: |y^ - y| <= gamma_6 |t| + u (1 + gamma_6)(|t| + |bias|), bounded
+by 8u (|t| + |bias|). The float64 reference errs by the same count in u64. bf16/f16 storage adds us |y|.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from rust_kernels import arrays
+from rust_kernels.dtypes import DTYPES
+from rust_kernels.families.batch_norm import common
+from rust_kernels.kernels import BatchNorm2dNchwForwardInference, Kernel  # type: ignore[attr-defined]
+from rust_kernels.launch import load
+from rust_kernels.registry import Family, register
+
+U64 = 2.0**-53
+
+
+@dataclass(frozen=True)
+class Plan:
+    kernel: Kernel
+
+    @property
+    def label(self) -> str:
+        return self.kernel.id
+
+
+def choose(hw: int, dtype: str, block_hw: int | None = None) -> Plan:
+    """A CTA per (b, c) row: about four elements per thread, from 32 to 512 threads."""
+    block = block_hw or min(512, max(32, 1 << max(0, math.ceil(hw / 4) - 1).bit_length()))
+    return Plan(BatchNorm2dNchwForwardInference(block, dtype=dtype))
+
+
+@cache
+def _loaded(kernel: Kernel, device: int, backend: str) -> Any:
+    return load(kernel, device=device, backend=backend)
+
+
+def batch_norm_2d_nchw_forward_inference(
+    x: Any,
+    weight: Any,
+    bias: Any,
+    running_mean: Any,
+    running_var: Any,
+    eps: float = 1e-5,
+    block_hw: int | None = None,
+    backend: str = "cuda",
+    stream: Any = None,
+    plan: Plan | None = None,
+) -> Any:
+    """y = (x - running_mean) * rstd * weight + bias over NCHW `x`, per channel, with frozen statistics."""
+    shape = common.nchw("x", x)
+    batches, channels, height, width = shape
+    common.check_inputs(
+        "x", shape, {"x": x},
+        {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var}, backend,
+    )  # fmt: skip
+    eps = common.check_eps(eps)
+    device = 0 if backend == "host" else arrays.device_of(x)
+    y = arrays.empty(x, shape)
+    if y.size == 0:
+        return y
+    plan = plan or choose(height * width, arrays.dtype_name(x), block_hw)
+    args = (x, y, weight, bias, running_mean, running_var, channels, height * width, common.kernel_eps(plan.kernel, eps))
+    _loaded(plan.kernel, device, backend).launch((channels, batches, 1), plan.kernel.block_dim, args, stream=stream)
+    return y
+
+
+class ForwardInference(Family):
+    name = "batch_norm_2d_nchw_forward_inference"
+    kernels = ("batch_norm_2d_nchw_forward_inference",)
+    outputs = ("y",)
+    suites = {  # noqa: RUF012
+        "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (32, 64, 28, 28), (3, 5, 1, 1031)],
+        "host": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 4, 32, 32), (2, 3, 6, 7)],
+    }
+    bench_shapes = [(32, 256, 56, 56), (64, 512, 28, 28), (32, 1024, 14, 14), (32, 2048, 7, 7),  # noqa: RUF012
+                    (8, 32, 8, 8)]  # fmt: skip
+    ops = {"batch_norm_2d_nchw_forward_inference": batch_norm_2d_nchw_forward_inference}  # noqa: RUF012
+    eps = 1e-5
+    blocks = (32, 128, 1024)
+
+    def inputs(self, shape: tuple[int, ...], dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
+        names = ("x", "weight", "bias", "running_mean", "running_var")
+        return common.random_inputs(shape, dtype, seed, names)  # type: ignore[arg-type]
+
+    def _terms(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+        """t = (x - mean) * weight * rstd and the bias, broadcast per channel, in float64."""
+        x, weight, bias, mean = (np.asarray(inputs[n], np.float64) for n in ("x", "weight", "bias", "running_mean"))
+        rstd = common.rstd(inputs["running_var"], common.kernel_eps(plan.kernel, self.eps))
+        per_channel = (slice(None), None, None)
+        return (x - mean[per_channel]) * (weight * rstd)[per_channel], np.broadcast_to(bias[per_channel], x.shape)
+
+    def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
+        t, bias = self._terms(inputs, plan)
+        return (t + bias,)
+
+    def plans(self, backend: str, shape: tuple[int, ...], dtype: str) -> list[Plan]:
+        return [choose(shape[2] * shape[3], dtype, block) for block in self.blocks]
+
+    def run(self, plan: Plan, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
+        names = ("x", "weight", "bias", "running_mean", "running_var")
+        y = batch_norm_2d_nchw_forward_inference(*(arrays[n] for n in names), eps=self.eps, backend=backend, plan=plan)
+        return (y,)
+
+    def tolerances(
+        self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray], ref: tuple[np.ndarray, ...]
+    ) -> list[np.ndarray]:
+        dtype = plan.kernel.dtype
+        u, us = DTYPES[dtype].unit_roundoff, DTYPES[dtype].storage_roundoff
+        t, bias = self._terms(inputs, plan)
+        magnitude = np.abs(t) + np.abs(bias)
+        y = np.abs(ref[0])
+        return [(1 + us) * 8 * u * magnitude + us * y + 8 * U64 * magnitude + common.floor(dtype)]
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """Read x, write y."""
+        return 2 * math.prod(shape) * DTYPES[dtype].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+
+        x, weight, bias, mean, var = (tensors[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
+        y = torch.empty_like(x)
+
+        def maths(x: Any, weight: Any, bias: Any, mean: Any, var: Any) -> Any:
+            scale = weight.float() * torch.rsqrt(var.float() + self.eps)
+            return ((x.float() - mean.float()[:, None, None]) * scale[:, None, None] + bias.float()[:, None, None]).to(
+                x.dtype
+            )
+
+        compiled = torch.compile(maths, dynamic=False)
+        return {
+            "ours": lambda: batch_norm_2d_nchw_forward_inference(x, weight, bias, mean, var, eps=self.eps),
+            "torch": lambda: torch.nn.functional.batch_norm(x, mean, var, weight, bias, False, 0.0, self.eps),
+            "compile": lambda: compiled(x, weight, bias, mean, var),
+            "bound": lambda: torch.neg(x, out=y),
+        }
+
+
+FAMILY = register(ForwardInference())
