@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rust_kernels import args as kargs
-from rust_kernels import cuda
+from rust_kernels import cuda, driver
 from rust_kernels.errors import ArgumentError, ArgumentTypeError
 from rust_kernels.kernels import BatchNorm2dNchwBackward
 
@@ -26,7 +26,7 @@ class DeviceArray:
 
 @pytest.fixture(autouse=True)
 def on_device_zero(monkeypatch):
-    monkeypatch.setattr(cuda, "pointer_device", lambda ptr: 0)
+    monkeypatch.setattr(driver, "pointer_device", lambda ptr: 0)
 
 
 def good_args(array=DeviceArray):
@@ -42,8 +42,8 @@ def test_packs_by_schema():
 
 def test_a_python_float_travels_as_four_bytes():
     packed = kargs.pack(K, good_args(), "cuda")
-    assert ctypes.sizeof(cuda.CTYPES[packed[11].type]) == 4
-    assert ctypes.sizeof(cuda.CTYPES[packed[8].type]) == 4
+    assert ctypes.sizeof(cuda._ctype(packed[11].type)) == 4
+    assert ctypes.sizeof(cuda._ctype(packed[8].type)) == 4
 
 
 def test_wrong_count():
@@ -72,7 +72,7 @@ def test_contiguous_strides_are_accepted():
 
 
 def test_wrong_device(monkeypatch):
-    monkeypatch.setattr(cuda, "pointer_device", lambda ptr: 1)
+    monkeypatch.setattr(driver, "pointer_device", lambda ptr: 1)
     with pytest.raises(ArgumentError, match=r"dy_ptr.*expected memory on device 0, got memory on device 1"):
         kargs.pack(K, good_args(), "cuda")
 
@@ -144,9 +144,9 @@ def test_stream_handles():
         def __cuda_stream__(self):
             return (0, 99)
 
-    assert cuda.stream_handle(None) == 0
-    assert cuda.stream_handle(7) == 7
-    assert cuda.stream_handle(TorchLike()) == 1234
-    assert cuda.stream_handle(CudaCoreLike()) == 99
+    assert driver.stream_handle(None) == 0
+    assert driver.stream_handle(7) == 7
+    assert driver.stream_handle(TorchLike()) == 1234
+    assert driver.stream_handle(CudaCoreLike()) == 99
     with pytest.raises(ArgumentTypeError, match="stream"):
-        cuda.stream_handle("default")
+        driver.stream_handle("default")

@@ -2,6 +2,7 @@ import hashlib
 
 import pytest
 
+from rust_kernels.builder import content_hash
 from rust_kernels.errors import ArgumentError
 from rust_kernels.kernels import CATALOGUE, BatchNorm2dNchwBackward, instances
 
@@ -69,7 +70,7 @@ def test_block_hw_must_be_a_power_of_two_from_32_to_1024(bad):
 
 
 def test_every_valid_block_hw():
-    seed = [k for k in instances(("f32",)) if k.name == "batch_norm_2d_nchw_backward"]
+    seed = [k for k in instances(dtypes=("f32",)) if k.name == "batch_norm_2d_nchw_backward"]
     assert [k.block_hw for k in seed] == [32, 64, 128, 256, 512, 1024]
 
 
@@ -88,35 +89,35 @@ def test_unknown_or_missing_const():
 
 def test_content_hash_is_the_key_not_the_id():
     k = BatchNorm2dNchwBackward(block_hw=256)
-    key = k.content_hash()
+    key = content_hash(k)
     assert len(key) == 64 and int(key, 16) >= 0
-    assert key == BatchNorm2dNchwBackward(block_hw=256).content_hash()
+    assert key == content_hash(BatchNorm2dNchwBackward(block_hw=256))
     assert key != hashlib.sha256(k.id.encode()).hexdigest()
     others = {
-        BatchNorm2dNchwBackward(block_hw=128).content_hash(),
-        BatchNorm2dNchwBackward(block_hw=256, dtype="f64").content_hash(),
-        k.content_hash(arch="sm_80"),
+        content_hash(BatchNorm2dNchwBackward(block_hw=128)),
+        content_hash(BatchNorm2dNchwBackward(block_hw=256, dtype="f64")),
+        content_hash(k, "sm_80"),
     }
     assert key not in others and len(others) == 3
 
 
 def test_content_hash_follows_the_source(monkeypatch):
     k = BatchNorm2dNchwBackward(block_hw=256)
-    before = k.content_hash()
+    before = content_hash(k)
     monkeypatch.setattr(type(k), "kernel_source", property(lambda self: "// edited body\n"))
     assert k.id == "batch_norm_2d_nchw_backward__f32__256"  # same readable id...
-    assert k.content_hash() != before  # ...but a different key: an edited kernel never serves stale PTX
+    assert content_hash(k) != before  # ...but a different key: an edited kernel never serves stale PTX
 
 
 def test_content_hash_follows_the_toolchain(monkeypatch):
     from rust_kernels import builder, toolchain
 
     k = BatchNorm2dNchwBackward(block_hw=256)
-    before = k.content_hash()
+    before = content_hash(k)
     real = toolchain.find_toolchain()
     other = toolchain.Toolchain(real.rustc, real.cargo, real.llvm_bin, real.rust_src, real.identity + " (patched)")
     monkeypatch.setattr(builder, "find_toolchain", lambda: other)
-    assert k.content_hash() != before
+    assert content_hash(k) != before
 
 
 def test_catalogue_classes_are_named_in_pascal_case():
@@ -127,20 +128,20 @@ def test_catalogue_classes_are_named_in_pascal_case():
 def test_content_hash_ignores_the_host_emulator_but_not_the_device_code(tmp_path, monkeypatch):
     import shutil
 
-    from rust_kernels import builder, paths
+    from rust_kernels import builder, resources
 
     copy = tmp_path / "cuda_std"
-    shutil.copytree(paths.CUDA_STD, copy, ignore=shutil.ignore_patterns("target"))
-    monkeypatch.setattr(builder, "CUDA_STD", copy)
+    shutil.copytree(resources.cuda_std(), copy, ignore=shutil.ignore_patterns("target"))
+    monkeypatch.setattr(resources, "cuda_std", lambda: copy)
     k = BatchNorm2dNchwBackward(block_hw=256)
 
     def key() -> str:
         builder._tree_digest.cache_clear()
-        return k.content_hash()
+        return content_hash(k)
 
     try:
         before = key()
-        assert before == k.content_hash()  # the copy hashes like the original
+        assert before == content_hash(k)  # the copy hashes like the original
         (copy / "src" / "host" / "mod.rs").write_text("// edited emulator\n", encoding="utf-8")
         assert key() == before
         (copy / "src" / "device" / "mod.rs").write_text("// edited device code\n", encoding="utf-8")

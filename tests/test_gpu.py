@@ -2,34 +2,40 @@
 
 import pytest
 
-from rust_kernels import ArgumentError, check, cuda, load, ops
-from rust_kernels import plan as plans
+from rust_kernels import ArgumentError, check, driver, load, ops, registry
+from rust_kernels.families.batch_norm import backward as plans
 from rust_kernels.kernels import BatchNorm2dNchwBackward
 
 pytestmark = pytest.mark.gpu
 
-
 SHAPES = [(2, 3, 5, 7), (16, 8, 1, 1), (3, 5, 1, 1031), (8, 64, 28, 28)]
-CASES = [(p, s) for s in SHAPES for p in check.plans_for("cuda", s)]
+CASES = [(f, p, s) for f in registry.families() for s in SHAPES for d in f.dtypes for p in f.plans("cuda", s, d)]
+BACKWARD = registry.family("batch_norm_2d_nchw_backward")
+NAMES = ("dy", "x", "weight", "running_mean", "running_var")
 
 
-@pytest.mark.parametrize(("plan", "shape"), CASES, ids=[f"{check.label(p)} {s}" for p, s in CASES])
-def test_gpu_matches_reference(plan, shape):
-    result = check.check_one(plan, shape, "cuda")
+def inputs(shape, dtype="f32"):
+    data = BACKWARD.inputs(shape, dtype)
+    return [data[n] for n in NAMES]
+
+
+@pytest.mark.parametrize(("fam", "plan", "shape"), CASES, ids=[f"{p.label} {s}" for _, p, s in CASES])
+def test_gpu_matches_reference(fam, plan, shape):
+    result = check.check_one(fam, plan, shape, "cuda")
     assert result.passed, result
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
 @pytest.mark.parametrize("shape", [(32, 64, 28, 28), (8, 32, 8, 8), (4, 3, 7, 7), (2, 16, 97, 131)], ids=str)
 def test_the_chosen_plan_matches_reference(shape, deterministic):
-    chosen = plans.choose(shape, "f32", 16, cuda.multiprocessor_count(0), deterministic)
-    result = check.check_one(chosen, shape, "cuda")
-    assert result.passed, (check.label(chosen), result)
+    chosen = plans.choose(shape, "f32", 16, driver.multiprocessor_count(0), deterministic)
+    result = check.check_one(BACKWARD, chosen, shape, "cuda")
+    assert result.passed, (chosen.label, result)
 
 
 def test_deterministic_mode_is_bit_identical_run_to_run():
     torch = pytest.importorskip("torch")
-    data = [torch.from_numpy(a).cuda() for a in check.inputs((32, 64, 28, 28), "f32")]
+    data = [torch.from_numpy(a).cuda() for a in inputs((32, 64, 28, 28))]
     first = ops.batch_norm_2d_nchw_backward(*data, deterministic=True)
     for _ in range(10):
         again = ops.batch_norm_2d_nchw_backward(*data, deterministic=True)
@@ -74,7 +80,7 @@ def test_launch_does_not_synchronise():
 def test_stream_argument_orders_work_on_that_stream():
     torch = pytest.importorskip("torch")
     stream = torch.cuda.Stream()
-    data = [torch.from_numpy(a).cuda() for a in check.inputs((4, 8, 17, 19), "f32")]
+    data = [torch.from_numpy(a).cuda() for a in inputs((4, 8, 17, 19))]
     torch.cuda.synchronize()
     with torch.cuda.stream(stream):
         dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(*data, stream=stream)
@@ -82,3 +88,23 @@ def test_stream_argument_orders_work_on_that_stream():
     ref = ops.batch_norm_2d_nchw_backward(*data)
     torch.cuda.synchronize()
     assert all(torch.equal(a, b) for a, b in zip((dx, dweight, dbias), ref, strict=True))
+
+
+def test_ops_run_on_torchs_current_stream_and_are_captured_by_cuda_graphs():
+    """Issue 8.1: with no stream argument an op runs on torch's current stream, so graph capture records it and a
+    replay recomputes after the inputs change in place."""
+    torch = pytest.importorskip("torch")
+    data = [torch.from_numpy(a).cuda() for a in inputs((8, 16, 14, 14))]
+    dy, x, weight, mean, var = data
+    ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)  # load and allocate workspaces outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)
+    for scale in (1.0, 3.0):
+        dy.copy_(data[0] * 0 + torch.from_numpy(inputs((8, 16, 14, 14))[0]).cuda() * scale)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip((dx, dweight, dbias), want, strict=True))

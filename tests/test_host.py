@@ -1,54 +1,70 @@
-"""The host emulator runs the very kernels that go to PTX, compiled for the CPU (rust_kernels._host)."""
+"""The host emulator runs the very kernels that go to PTX, built for the CPU per kernel instance on demand."""
 
-import subprocess
-import sys
+import signal
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rust_kernels import LaunchError, check, load, ops, plan
-from rust_kernels.errors import RustKernelsError
+import rust_kernels
+from rust_kernels import LaunchError, check, load, ops
+from rust_kernels.errors import ArgumentError
+from rust_kernels.families.batch_norm import backward as plans
 from rust_kernels.kernels import BatchNorm2dNchwBackward, instances
+from rust_kernels.registry import family
 
-CASES = [(plan, shape) for shape in check.HOST_SUITE for plan in check.plans_for("host", shape)]
+CASES = check.cases("host")
+BACKWARD = family("batch_norm_2d_nchw_backward")
+NAMES = ("dy", "x", "weight", "running_mean", "running_var")
 
 
-@pytest.mark.parametrize(("plan", "shape"), CASES, ids=[f"{check.label(p)} {s}" for p, s in CASES])
-def test_host_cross_check(plan, shape):
-    result = check.check_one(plan, shape, "host")
+def inputs(shape, dtype):
+    data = BACKWARD.inputs(shape, dtype)
+    return tuple(data[n] for n in NAMES)
+
+
+@pytest.mark.parametrize(("fam", "plan", "shape"), CASES, ids=[f"{p.label} {s}" for _, p, s in CASES])
+def test_host_cross_check(fam, plan, shape):
+    result = check.check_one(fam, plan, shape, "host")
     assert result.passed, result
+
+
+def test_every_family_has_host_cases():
+    assert {f.name for f, _, _ in CASES} == {f.name for f in rust_kernels.registry.families()}
 
 
 @pytest.mark.parametrize("block_hw", [64, 128, 512])
 def test_every_block_size_runs(block_hw):
-    result = check.check_one(plan.seed(block_hw, "f32"), (3, 2, 7, 9), "host")
+    result = check.check_one(BACKWARD, plans.seed(block_hw, "f32"), (3, 2, 7, 9), "host")
     assert result.passed, result
 
 
 def test_split_plan_in_every_mode_and_block():
     for kernel in instances():
         if kernel.name == "batch_norm_2d_nchw_backward_split" and kernel.dtype == "f32":
-            result = check.check_one(plan.Plan(kernel, 2), (2, 3, 4, 8), "host")
+            result = check.check_one(BACKWARD, plans.Plan(kernel, 2), (2, 3, 4, 8), "host")
             assert result.passed, (kernel, result)
 
 
 def test_split_results_are_bit_identical_run_to_run_when_deterministic():
-    data = check.inputs((3, 4, 8, 8), "f32")
-    kernel = plan.choose((3, 4, 8, 8), "f32", 16, 1, deterministic=True).kernel
-    first = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan.Plan(kernel, 5))
-    again = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan.Plan(kernel, 5))
+    data = inputs((3, 4, 8, 8), "f32")
+    kernel = plans.choose((3, 4, 8, 8), "f32", 16, 1, deterministic=True).kernel
+    first = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plans.Plan(kernel, 5))
+    again = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plans.Plan(kernel, 5))
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
 
 
 def test_op_returns_numpy_arrays_of_the_input_dtype():
-    data = check.inputs((2, 3, 4, 5), "f64")
+    data = inputs((2, 3, 4, 5), "f64")
     dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(*data, backend="host")
     assert (dx.dtype, dx.shape, dweight.shape, dbias.shape) == (np.float64, (2, 3, 4, 5), (3,), (3,))
 
 
 def test_out_of_bounds_access_raises_naming_kernel_argument_and_index():
     kernel = BatchNorm2dNchwBackward(block_hw=32)
-    dy, x, weight, mean, var = check.inputs((2, 3, 4, 5), "f32")
+    dy, x, weight, mean, var = inputs((2, 3, 4, 5), "f32")
     dx = np.zeros(2 * 3 * 20 - 1, np.float32)  # one element short
     guard = np.full(8, 7.0, np.float32)
     dweight, dbias = np.zeros(3, np.float32), np.zeros(3, np.float32)
@@ -58,30 +74,120 @@ def test_out_of_bounds_access_raises_naming_kernel_argument_and_index():
     assert (guard == 7.0).all()
 
 
-def test_stale_host_build_is_refused(monkeypatch):
-    kernel = BatchNorm2dNchwBackward(block_hw=256)
-    monkeypatch.setattr(type(kernel), "kernel_source", property(lambda self: "// edited\n"))
-    with pytest.raises(RustKernelsError, match="stale build"):
-        load(kernel, backend="host")
+def test_a_library_for_another_kernel_is_refused():
+    right = BatchNorm2dNchwBackward(block_hw=256)
+    other = rust_kernels.compile(family("batch_norm_2d_nchw_forward_inference").plans("host", (1, 1, 1, 1), "f32")[0]
+                                 .kernel, target="host")  # fmt: skip
+    with pytest.raises(LaunchError, match="holds a kernel with parameters"):
+        rust_kernels.host.HostKernel(right, library=other.entry.file("kernel.host.so"))
 
 
 def test_shape_errors_come_before_any_launch():
-    dy, x, weight, mean, var = check.inputs((2, 3, 4, 5), "f32")
+    dy, x, weight, mean, var = inputs((2, 3, 4, 5), "f32")
     with pytest.raises(ValueError, match=r"weight: expected shape \(3,\), got \(4,\)"):
         ops.batch_norm_2d_nchw_backward(dy, x, np.ones(4, np.float32), mean, var, backend="host")
     with pytest.raises(ValueError, match=r"running_var: expected dtype f32 like x, got f64"):
         ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var.astype(np.float64), backend="host")
     with pytest.raises(ValueError, match=r"x: expected an NCHW array"):
         ops.batch_norm_2d_nchw_backward(dy, x[0], weight, mean, var, backend="host")
+    with pytest.raises(ArgumentError, match=r"backend: expected one of \['cuda', 'host'\], got 'gpu'"):
+        ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var, backend="gpu")
+    with pytest.raises(ArgumentError, match="deterministic: expected True or False, got 'no'"):
+        ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var, backend="host", deterministic="no")
+    with pytest.raises(ArgumentError, match="x: expected a floating dtype"):
+        ops.batch_norm_2d_nchw_backward(*(a.astype(np.int32) for a in (dy, x, weight, mean, var)), backend="host")
 
 
-def test_package_and_gpu_path_import_without_the_extension():
-    code = (
-        "import sys; sys.modules['rust_kernels._host'] = None\n"
-        "import rust_kernels, rust_kernels.cuda, rust_kernels.ops, rust_kernels.check\n"
-        "from rust_kernels.host import host_available\n"
-        "ok, why = host_available(); assert not ok and 'not built' in why, why\n"
-        "print('ok')\n"
+def test_read_only_outputs_are_refused_before_launch(tmp_path):
+    """Issue 9.1: a launch must never write into memory the caller marked read-only (a segfault for a read-only
+    memmap, silent corruption for an array over bytes)."""
+    kernel = BatchNorm2dNchwBackward(block_hw=32)
+    dy, x, weight, mean, var = inputs((2, 3, 4, 5), "f32")
+    frozen = np.frombuffer(bytes(dy.nbytes), np.float32).reshape(dy.shape)
+    path = tmp_path / "dx.bin"
+    path.write_bytes(bytes(dy.nbytes))
+    mapped = np.memmap(path, np.float32, mode="r", shape=dy.shape)
+    outs = (np.zeros(3, np.float32), np.zeros(3, np.float32))
+    for dx in (frozen, mapped):
+        with pytest.raises(ArgumentError, match=r"argument 2 \(dx_ptr: \*mut f32\).*read-only"):
+            load(kernel, backend="host").launch(3, 32, (dy, x, dx, weight, mean, var, *outs, 2, 3, 20, 1e-5))
+    assert not frozen.any() and not np.asarray(mapped).any()
+
+
+def test_big_endian_arrays_are_refused():
+    """Issue 9.3: '>f4' data read as f32 is garbage."""
+    dy, x, weight, mean, var = inputs((2, 3, 4, 5), "f32")
+    with pytest.raises(ArgumentError, match="big-endian float32"):
+        ops.batch_norm_2d_nchw_backward(dy, x.astype(">f4"), weight, mean, var, backend="host")
+    kernel = BatchNorm2dNchwBackward(block_hw=32)
+    dx, dw, db = np.zeros_like(dy), np.zeros(3, np.float32), np.zeros(3, np.float32)
+    with pytest.raises(ArgumentError, match="expected an array of f32, got big-endian float32"):
+        load(kernel, backend="host").launch(3, 32, (dy.astype(">f4"), x, dx, weight, mean, var, dw, db, 2, 3, 20, 1e-5))
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 4, 5), (2, 3, 0, 5), (2, 3, 4, 0), (2, 0, 4, 5)])
+def test_zero_size_inputs_give_pytorchs_empty_results(shape):
+    """Issue 9.4: dx is empty, and dweight/dbias of an empty batch are zeros."""
+    data = tuple(np.zeros(shape if i < 2 else (shape[1],), np.float32) for i in range(5))
+    dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(*data, backend="host")
+    assert dx.shape == shape and dweight.shape == dbias.shape == (shape[1],)
+    assert not dweight.any() and not dbias.any()
+    y = ops.batch_norm_2d_nchw_forward_inference(data[1], *data[2:4], data[4], data[4], backend="host")
+    assert y.shape == shape
+
+
+@pytest.mark.parametrize("shared", [2**31, 2**40, 2**64, 232448 + 1])
+def test_shared_memory_is_bounded_before_anything_is_allocated(shared):
+    """Issue 9.2: 2**40 aborted the interpreter, 2**31 ran for seconds, 2**64 raised a raw OverflowError."""
+    kernel = BatchNorm2dNchwBackward(block_hw=32)
+    dy, x, weight, mean, var = inputs((2, 3, 4, 5), "f32")
+    args = (
+        dy,
+        x,
+        np.zeros_like(dy),
+        weight,
+        mean,
+        var,
+        np.zeros(3, np.float32),
+        np.zeros(3, np.float32),
+        2,
+        3,
+        20,
+        1e-5,
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    start = time.perf_counter()
+    with pytest.raises(ArgumentError, match=r"shared_mem: .* may use at most 232448 bytes per CTA"):
+        load(kernel, backend="host").launch(3, 32, args, shared_mem=shared)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_vectorized_plan_preconditions_are_checked():
+    """Issue 9.9: H*W not a multiple of the pack left dx elements unwritten, silently."""
+    dy, x, weight, mean, var = inputs((2, 3, 4, 6), "f32")  # HW = 24: 4-lane packs fit...
+    kernel = plans.BatchNorm2dNchwBackwardSplit(128, 1, 1)
+    dx = np.zeros_like(dy)
+    ws, counters = np.zeros(3 * 2, np.float32), np.zeros(3, np.uint32)
+    outs = (np.zeros(3, np.float32), np.zeros(3, np.float32))
+    args = [dy, x, dx, weight, mean, var, *outs, ws, counters, 2, 3, 22, 1e-5, 1]  # ...but not HW = 22
+    with pytest.raises(ArgumentError, match="VECTORIZED = 1 moves 16-byte packs"):
+        load(kernel, backend="host").launch((3, 1), 128, args)
+    misaligned = np.zeros(dy.size + 1, np.float32)[1:].reshape(dy.shape)  # 4-byte aligned, not 16
+    args[2], args[12] = misaligned, 24
+    with pytest.raises(ArgumentError, match="VECTORIZED = 1 moves 16-byte packs"):
+        load(kernel, backend="host").launch((3, 1), 128, args)
+
+
+def test_ctrl_c_interrupts_a_long_host_launch():
+    """Issue 9.11: Ctrl-C during a launch is honoured while the launch runs, not when it ends."""
+    program = rust_kernels.Program(Path(__file__).parent / "kernels")
+    spin = rust_kernels.compile(program.kernel("spin"), target="host").get_kernel()
+    x, out = np.ones(1, np.float32), np.zeros(1, np.float32)
+    spin.launch(1, 32, (x, out, 1000))
+    assert out[0] == 1000  # the kernel runs, and sums what it reads
+    threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        spin.launch(1, 32, (x, out, 10**12))  # hours, uninterrupted
+    assert time.perf_counter() - start < 3.0
+    spin.launch(1, 32, (x, out, 10))  # the library still launches afterwards
+    assert out[0] == 10

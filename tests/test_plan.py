@@ -1,7 +1,7 @@
 import pytest
 
 from rust_kernels import ArgumentError
-from rust_kernels import plan as plans
+from rust_kernels.families.batch_norm import backward as plans
 
 H200_SMS = 132
 

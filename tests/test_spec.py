@@ -2,25 +2,29 @@ from pathlib import Path
 
 import pytest
 
+from rust_kernels import resources
 from rust_kernels.errors import SpecError
-from rust_kernels.paths import SPECS
 from rust_kernels.spec import load_specs, parse_spec
 
-GOOD = (SPECS / "batch_norm_2d_nchw_backward.toml").read_text()
+FAMILY = resources.codegen() / "batch_norm"
+GOOD = (FAMILY / "batch_norm_2d_nchw_backward.toml").read_text()
+TEMPLATE = (FAMILY / "batch_norm_2d_nchw_backward.rs.j2").read_text()
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "spec.toml"
+def write(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
+    path = tmp_path / name
     path.write_text(text)
+    (tmp_path / "batch_norm_2d_nchw_backward.rs.j2").write_text(TEMPLATE)
     return path
 
 
 def test_the_catalogue_parses():
-    names = [s.name for s in load_specs()]
+    names = [s.name for s in load_specs(FAMILY)]
     assert names == [
         "batch_norm_2d_nchw_backward",
         "batch_norm_2d_nchw_backward_split",
         "batch_norm_2d_nchw_backward_warp",
+        "batch_norm_2d_nchw_forward_inference",
     ]
 
 
@@ -40,6 +44,15 @@ def test_the_catalogue_parses():
         ('template = "batch_norm_2d_nchw_backward.rs.j2"', 'template = "missing.rs.j2"', "not found"),
         ('grid = ["C", 1, 1]', 'grid = ["K", 1, 1]', "grid entry 'K'"),
         ('block = ["BLOCK_HW", 1, 1]', "block = [0, 1, 1]", "block entry 0"),
+        # issue 9.8: each of these was accepted before
+        ('name = "batch_norm_2d_nchw_backward"', 'name = "_"', "kernel name '_'"),
+        ('name = "batch_norm_2d_nchw_backward"', 'name = "zz\\n"', r"kernel name 'zz\\n'"),
+        ('name = "batch_norm_2d_nchw_backward"', 'name = "kernel"', "shadow rust_kernels' own class Kernel"),
+        ('name = "BLOCK_HW"', 'name = "D"', "const 'D' clashes"),
+        ("max = 1024\n", "", "needs a max"),
+        ('type = "*mut D"', 'type = "*const D"', "pointers are `\\*mut`"),
+        ('template = "batch_norm_2d_nchw_backward.rs.j2"', 'template = "../x.rs.j2"', "outside the spec's directory"),
+        ('type = "*mut D"\noutput = true', 'type = "i32"\noutput = true', "only pointers are outputs"),
     ],
 )
 def test_bad_specs_are_refused_at_generation(tmp_path, old, new, message):
@@ -53,3 +66,44 @@ def test_missing_fields_and_bad_toml(tmp_path):
         parse_spec(write(tmp_path, 'name = "k"\n'))
     with pytest.raises(SpecError, match="not valid TOML"):
         parse_spec(write(tmp_path, "name = \n"))
+
+
+def test_two_specs_with_one_class_name_are_refused(tmp_path):
+    write(tmp_path, GOOD, "a.toml")
+    write(
+        tmp_path,
+        GOOD.replace('name = "batch_norm_2d_nchw_backward"', 'name = "batch_norm_2d_nchw__backward"'),
+        "b.toml",
+    )
+    with pytest.raises(SpecError, match="both map to 'BatchNorm2dNchwBackward'"):
+        load_specs(tmp_path)
+
+
+def test_a_const_without_max_is_refused_quickly(tmp_path):
+    """Issue 9.8: a const without max enumerated 2^31 values at import (MemoryError after 17 s)."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(SpecError, match="needs a max"):
+        parse_spec(write(tmp_path, GOOD.replace("max = 1024\n", "")))
+    big = GOOD.replace("max = 1024\npower_of_two = true", "max = 100000")
+    with pytest.raises(SpecError, match="at most 4096"):
+        parse_spec(write(tmp_path, big))
+    assert time.perf_counter() - start < 1
+
+
+@pytest.mark.parametrize(
+    ("requirement", "message"),
+    [
+        ('check = "HW %% 2 == 0"', "missing"),
+        ('check = "__import__(1)"\nmessage = "m"', "Call is not allowed"),
+        ('check = "Q == 1"\nmessage = "m"', "unknown name 'Q'"),
+        ('check = "HW == 1.5"\nmessage = "m"', "only integer constants"),
+    ],
+)
+def test_bad_requirements_are_refused(tmp_path, requirement, message):
+    text = GOOD + "\n[[requires]]\n" + requirement.replace("%%", "%") + "\n"
+    if "message" not in requirement:
+        message = "needs `check` and `message`"
+    with pytest.raises(SpecError, match=message):
+        parse_spec(write(tmp_path, text))

@@ -44,9 +44,7 @@ def _inputs(family: Family, shape: Shape, dtype: str, seed: int) -> dict[str, np
     return family.inputs(shape, dtype, seed)
 
 
-def compare(
-    family: Family, plan: Plan, shape: Shape, inputs: dict[str, np.ndarray], got: tuple[Any, ...]
-) -> Result:
+def compare(family: Family, plan: Plan, shape: Shape, inputs: dict[str, np.ndarray], got: tuple[Any, ...]) -> Result:
     """Compares outputs with the family's reference and tolerances."""
     ref = family.reference(inputs, plan)
     outs = [arrays.to_host(a).astype(np.float64) for a in got]

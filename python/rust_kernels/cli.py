@@ -47,7 +47,11 @@ def _build_all(archs: list[str], export: Path | None = None) -> int:
     validated = all(any(e.path.glob("*.cubin")) for e in gpu)
     print(f"{len(entries)} kernel entries {verb} ({len(kernels)} instances x {', '.join(archs)})")
     if gpu:
-        print("PTX validated by ptxas (cubins beside it)" if validated else f"PTX not all validated (ptxas: {find_ptxas()})")
+        print(
+            "PTX validated by ptxas (cubins beside it)"
+            if validated
+            else f"PTX not all validated (ptxas: {find_ptxas()})"
+        )
     if export is not None:
         cache.export(entries, export)
         print(f"exported {len(entries)} entries to {export} (use it with RUST_KERNELS_CACHE_DIR={export})")
@@ -74,7 +78,9 @@ def _run(arch: str | None) -> int:
     gpu, why_not = gpu_available()
     if gpu:
         return _check("cuda")
-    print(f"No GPU here ({why_not}): the {built} PTX entries were built and validated, but nothing was launched on a GPU.")
+    print(
+        f"No GPU here ({why_not}): the {built} PTX entries were built and validated, but nothing was launched on a GPU."
+    )
     host, why_no_host = host_available()
     if not host:
         print(f"The host emulator is not available either ({why_no_host}): no kernel was executed.")

@@ -282,7 +282,9 @@ class Backward(Family):
         ]
         reference = [6 * U64 * dx, 3 * U64 * rstd * abs_terms + 6 * U64 * dweight, 2 * U64 * abs_dy]
         tiny = common.floor(dtype)
-        return [(1 + us) * k + us * r + e + tiny for k, r, e in zip(kernel, (dx, dweight, dbias), reference, strict=True)]
+        return [
+            (1 + us) * k + us * r + e + tiny for k, r, e in zip(kernel, (dx, dweight, dbias), reference, strict=True)
+        ]
 
     def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
         """Read dy and x, write dx."""

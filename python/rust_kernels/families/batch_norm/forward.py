@@ -72,7 +72,17 @@ def batch_norm_2d_nchw_forward_inference(
     if y.size == 0:
         return y
     plan = plan or choose(height * width, arrays.dtype_name(x), block_hw)
-    args = (x, y, weight, bias, running_mean, running_var, channels, height * width, common.kernel_eps(plan.kernel, eps))
+    args = (
+        x,
+        y,
+        weight,
+        bias,
+        running_mean,
+        running_var,
+        channels,
+        height * width,
+        common.kernel_eps(plan.kernel, eps),
+    )
     _loaded(plan.kernel, device, backend).launch((channels, batches, 1), plan.kernel.block_dim, args, stream=stream)
     return y
 
