@@ -8,6 +8,8 @@ use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use std::ffi::c_void;
 
+mod checked;
+
 /// One compiled kernel instance.
 pub struct Entry {
     pub id: &'static str,
@@ -172,6 +174,7 @@ fn _host(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernels, m)?)?;
     m.add_function(wrap_pyfunction!(launch, m)?)?;
     m.add_class::<CudaLaunch>()?;
+    m.add_class::<checked::CheckedLaunch>()?;
     m.add("KernelError", m.py().get_type::<KernelError>())?;
     Ok(())
 }
