@@ -232,8 +232,11 @@ fn load<T: Copy>(slot: &u64) -> T {
 ///     pointer_device: Callable[[int], int | None],  # cuda.pointer_device: owner of a __cuda_array_interface__
 ///                                                   #   pointer (called only for nonzero ones)
 ///     on_error: Callable[[int], None], # called with the CUresult of a failed cuLaunchKernel (raises LaunchError)
-///     stream_handle: Callable[[Any], int] | None = None,  # cuda.stream_handle, for streams that are objects
-///     allowed_shared: int | None = None,   # the dynamic shared memory the function may use now (without allow_shared)
+///     stream_handle: Callable[[Any], int] | None = None,  # cuda.stream_handle: converts a stream that is neither
+///                                                         #   None nor an int (without it: ArgumentTypeError,
+///                                                         #   stream_handle's message)
+///     allowed_shared: int | None = None,   # dynamic shared memory the function may use without opting in
+///                                          #   (default max_shared; only read when allow_shared is given)
 ///     allow_shared: Callable[[int], None] | None = None)  # opts the function in to more: called (after every
 ///                                                         #   check, before the launch) when shared_mem >
 ///                                                         #   allowed_shared, which then becomes shared_mem
