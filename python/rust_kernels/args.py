@@ -142,15 +142,16 @@ def pack(kernel: Kernel, values: Sequence[Any], backend: str, device: int = 0) -
             packed.append(_cuda_pointer(where, value, kind, device))
         else:
             packed.append(_host_pointer(where, value, kind, output))
-    check_requirements(kernel, packed)
+    check_requirements(kernel, [p.value for p in packed])
     return packed
 
 
-def check_requirements(kernel: Kernel, packed: Sequence[Packed]) -> None:
-    """The spec's launch preconditions (e.g. a vectorized variant's divisibility and alignment) on these values."""
+def check_requirements(kernel: Kernel, values: Sequence[int | float]) -> None:
+    """The spec's launch preconditions (e.g. a vectorized variant's divisibility and alignment) on the packed values
+    (pointers as addresses)."""
     if not kernel.spec.requires:
         return
-    names = {arg.name: p.value for arg, p in zip(kernel.spec.args, packed, strict=True)}
+    names = dict(zip((arg.name for arg in kernel.spec.args), values, strict=True))
     names |= {c.name: v for c, v in zip(kernel.spec.consts, kernel.const_values, strict=True)}
     names["DSIZE"] = kernel.dtype_info.size
     for requirement in kernel.spec.requires:

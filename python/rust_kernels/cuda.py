@@ -12,8 +12,10 @@ from typing import Any
 from rust_kernels import args as kargs
 from rust_kernels import cache as kcache
 from rust_kernels import driver
-from rust_kernels.dtypes import POINTER_CTYPE, TYPES
+from rust_kernels.dtypes import BY_NUMPY, BY_TYPESTR, POINTER_CTYPE, TYPES
+from rust_kernels.errors import ArgumentError, ArgumentTypeError
 from rust_kernels.kernels import Kernel
+from rust_kernels.spec import FREE
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch may use without opting in
 
@@ -45,6 +47,7 @@ class CudaKernel:
         self.function = driver.check(cu.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
         self._shared_limit = DEFAULT_SHARED_LIMIT
         self.max_shared = driver.max_shared_per_block(device)
+        self._checked = _checked_launch(self)
 
     def _allow_shared(self, nbytes: int) -> None:
         cu = driver.driver_module()
@@ -70,8 +73,54 @@ class CudaKernel:
         return _prepared(self, grid3, block3, shared, handle, packed)
 
     def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
-        """Launches on `stream` (default: the current stream of the arrays' library) without synchronising."""
-        self.prepare(grid, block, args, shared_mem, stream)()
+        """Launches on `stream` (default: the current stream of the arrays' library) without synchronising. Every
+        argument is checked first (in one native call where the extension is built)."""
+        if self._checked is None:
+            self.prepare(grid, block, args, shared_mem, stream)()
+            return
+        if stream is None:
+            stream = driver.current_stream(self.device, args[0] if isinstance(args, list | tuple) and args else None)
+        self._checked(grid, block, args, shared_mem, stream)
+
+
+def _checked_launch(loaded: CudaKernel) -> Any:
+    """The extension's CheckedLaunch for this kernel: the checks of args.pack and args.launch_config, the packing
+    and cuLaunchKernel in one native call; None where the extension is not built."""
+    try:
+        from rust_kernels._host import CheckedLaunch
+    except ImportError:
+        return None
+    import sys
+
+    kernel = loaded.kernel
+    names = [a.name for a in kernel.spec.args]
+    grid = [0 if d == FREE else d if isinstance(d, int) else -(1 + names.index(d)) for d in kernel.spec.grid]
+    torch = sys.modules.get("torch")
+    return CheckedLaunch(
+        entry=ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value,
+        function=int(loaded.function),
+        name=kernel.name,
+        kernel_id=kernel.id,
+        arg_names=names,
+        schema=[entry[:3] for entry in kargs._schema(kernel)],
+        grid=grid,
+        block=kernel.block_dim,
+        min_shared=kernel.shared_mem_bytes,
+        max_shared=loaded.max_shared,
+        device=loaded.device,
+        element_sizes={name: t.size for name, t in TYPES.items()},
+        elements=BY_NUMPY,
+        typestrs=BY_TYPESTR,
+        tensor_type=getattr(torch, "Tensor", None),
+        argument_error=ArgumentError,
+        argument_type_error=ArgumentTypeError,
+        pointer_device=lambda pointer: driver.pointer_device(pointer),  # late-bound: tests replace it
+        on_error=partial(_launch_failed, kernel.id),
+        stream_handle=driver.stream_handle,
+        allowed_shared=DEFAULT_SHARED_LIMIT,
+        allow_shared=loaded._allow_shared,
+        precheck=partial(kargs.check_requirements, kernel) if kernel.spec.requires else None,
+    )
 
 
 @cache

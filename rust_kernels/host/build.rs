@@ -34,16 +34,29 @@ fn main() {
     let _ = fs::remove_dir_all(&staging);
     let copied = copy_tree(&root.join("codegen"), &staging.join("codegen"))
         .and_then(|()| copy_tree(&workspace.join("cuda_std"), &staging.join("rust_kernels/cuda_std")))
-        .and_then(|()| copy_tree(&workspace.join("cuda_std_macros"), &staging.join("rust_kernels/cuda_std_macros")))
+        .and_then(|()| {
+            copy_tree(
+                &workspace.join("cuda_std_macros"),
+                &staging.join("rust_kernels/cuda_std_macros"),
+            )
+        })
         .and_then(|()| fs::copy(workspace.join("Cargo.lock"), staging.join("rust_kernels/Cargo.lock")).map(drop))
         .and_then(|()| {
             let _ = fs::remove_dir_all(&data);
             fs::rename(&staging, &data)
         });
     if let Err(err) = copied {
-        panic!("packing codegen/ and the device-support crates into {}: {err}", data.display());
+        panic!(
+            "packing codegen/ and the device-support crates into {}: {err}",
+            data.display()
+        );
     }
-    for input in ["codegen", "rust_kernels/cuda_std/src", "rust_kernels/cuda_std_macros/src", "rust_kernels/Cargo.lock"] {
+    for input in [
+        "codegen",
+        "rust_kernels/cuda_std/src",
+        "rust_kernels/cuda_std_macros/src",
+        "rust_kernels/Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(input).display());
     }
     // Rerun when the copy was removed.

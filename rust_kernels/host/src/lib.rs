@@ -1,9 +1,11 @@
-//! `rust_kernels._host`, the package's native extension: `CudaLaunch`, a prepared GPU launch that costs one native
-//! call. (Kernels run in the host emulator from libraries built per kernel instance: see rust_kernels.host.)
+//! `rust_kernels._host`, the package's native extension: `CheckedLaunch`, a checked GPU launch in one native call,
+//! and `CudaLaunch`, a prepared one. (Kernels run in the host emulator from libraries built per kernel instance: see rust_kernels.host.)
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use std::ffi::c_void;
+
+mod checked;
 
 /// The driver's `cuLaunchKernel`.
 type LaunchKernel =
@@ -85,5 +87,6 @@ impl CudaLaunch {
 #[pymodule]
 fn _host(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CudaLaunch>()?;
+    m.add_class::<checked::CheckedLaunch>()?;
     Ok(())
 }

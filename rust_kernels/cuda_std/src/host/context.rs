@@ -179,9 +179,7 @@ pub(crate) fn leave() {
 /// thread leaves the kernel first if its launch was cancelled: index reads, barriers and warp operations come here.
 pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Current) -> R) -> R {
     CURRENT.with_borrow(|current| match current {
-        Some(current) => {
-            f(current)
-        }
+        Some(current) => f(current),
         None => panic!(
             "cuda_std: {what} called outside a kernel launch (the host emulator runs kernels with \
              `cuda_std::host::launch`)"
