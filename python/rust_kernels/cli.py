@@ -14,7 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rust_kernels import codegen
+from rust_kernels import codegen, config
+from rust_kernels.errors import RustKernelsError
 from rust_kernels.kernels import instances
 
 
@@ -70,12 +71,28 @@ def _run(arch: str | None) -> int:
     return _check("host")
 
 
+def _arch(value: str) -> str:
+    if not config.is_arch(value):
+        raise argparse.ArgumentTypeError(f"expected {config.ARCH_FORMAT}, got {value!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Runs a command; exit status 0 on success, 1 when checks failed, 2 for an error (one line on stderr, no
+    traceback: every RustKernelsError names what to fix)."""
+    try:
+        return _main(argv)
+    except RustKernelsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rust_kernels", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("run", "build"):
         sub = commands.add_parser(name)
-        sub.add_argument("--arch", help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
+        sub.add_argument("--arch", type=_arch, help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
     commands.choices["build"].add_argument(
         "--export", type=Path, help="also copy the built entries into this directory, a cache to carry elsewhere"
     )

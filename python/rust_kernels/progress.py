@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rust_kernels import config
+
 
 def say(message: str) -> None:
-    if os.environ.get("RUST_KERNELS_QUIET") != "1":
+    if not config.settings().quiet:
         print(f"[rust_kernels] {message}", file=sys.stderr, flush=True)
 
 
