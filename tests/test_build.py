@@ -78,7 +78,7 @@ def test_missing_toolchain_names_what_is_missing(monkeypatch, tmp_path):
     from rust_kernels import toolchain
 
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setenv("RUST_KERNELS_RUSTC", str(tmp_path / "rustc"))
+    monkeypatch.delenv("RUST_KERNELS_RUSTC", raising=False)  # a set one that is missing is a ConfigError
     monkeypatch.setattr(toolchain, "_probe", lambda rustc: f"{rustc}: stand-in without nvptx64")
     toolchain.find_toolchain.cache_clear()
     try:

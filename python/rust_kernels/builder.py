@@ -10,14 +10,14 @@ from functools import cache
 from pathlib import Path
 
 from rust_kernels import cache as kcache
-from rust_kernels import codegen, resources
+from rust_kernels import codegen, config, resources
 from rust_kernels.errors import BuildError, CacheError, ToolchainMissing
 from rust_kernels.kernels import Kernel
 from rust_kernels.progress import say, step
 from rust_kernels.toolchain import PTXAS_HINT, TARGET, Toolchain, find_ptxas, find_toolchain
 from rust_kernels.version import __version__
 
-DEFAULT_ARCH = "sm_90"
+DEFAULT_ARCH = config.DEFAULT_ARCH
 HOST = "host"  # the target name of a build for the host emulator (in place of a GPU arch)
 # GPU archs a prebuilt wheel carries, newest first: a device of another arch JITs the PTX of the newest one below it.
 PREBUILT_ARCHS = ("sm_100", "sm_90", "sm_80")
@@ -26,7 +26,7 @@ RUSTFLAGS = ("-Zcrate-attr=feature(abi_ptx)",)
 
 
 def default_arch() -> str:
-    return os.environ.get("RUST_KERNELS_ARCH", DEFAULT_ARCH)
+    return config.settings().arch
 
 
 @cache
@@ -54,7 +54,7 @@ def _tree_digest(target: str) -> str:
 
 def source_key(kernel: Kernel, arch: str | None = None) -> str:
     """Hash of everything that decides the PTX except the toolchain (which a machine without Rust cannot name)."""
-    arch = arch or default_arch()
+    arch = _target(arch)
     parts = [
         __version__,
         arch,
@@ -68,12 +68,18 @@ def source_key(kernel: Kernel, arch: str | None = None) -> str:
 
 def content_hash(kernel: Kernel, arch: str | None = None) -> str:
     """The cache key: source_key plus the toolchain's identity (rustc -vV and its LLVM tools)."""
+    arch = _target(arch)
     return kcache.sha256(f"{source_key(kernel, arch)}\0{find_toolchain().identity}".encode())
 
 
 def build(kernel: Kernel, arch: str | None = None) -> Path:
     """Returns the path of the kernel's PTX, building it (and a cubin, where ptxas is found) if not cached."""
-    return _built_entry(kernel, arch or default_arch()).file("kernel.ptx")
+    return _built_entry(kernel, config.resolve_arch(arch)).file("kernel.ptx")
+
+
+def _target(arch: str | None) -> str:
+    """A validated GPU arch (default: config's), or HOST."""
+    return HOST if arch == HOST else config.resolve_arch(arch)
 
 
 def build_host(kernel: Kernel) -> Path:
@@ -91,8 +97,24 @@ def _built_entry(kernel: Kernel, arch: str) -> kcache.Entry:
     if entry is None:
         with kcache.locked(key):
             entry = kcache.read_entry(key) or _build_entry(kernel, arch, key)
+    entry = _with_cubin(key, entry, arch)
     kcache.point(source_key(kernel, arch), key)
     return entry
+
+
+def _with_cubin(key: str, entry: kcache.Entry, arch: str) -> kcache.Entry:
+    """The entry, completed with its cubin (ptxas's validation) if it was built where ptxas was missing and ptxas is
+    found now: ptxas runs on the entry's PTX under the key's lock, then the cubin is published atomically."""
+    cubin = f"kernel.{arch}.cubin"
+    if arch == HOST or cubin in entry.meta["files"] or (ptxas := find_ptxas()) is None:
+        return entry
+    with kcache.locked(key):
+        current = kcache.read_entry(key)
+        if current is None or cubin in current.meta["files"]:
+            return current or entry
+        with kcache.staging(f"ptxas-{key[:16]}-") as scratch:
+            data = _ptxas(ptxas, scratch, arch, current.file("kernel.ptx").read_text())
+        return kcache.add_files(current, {cubin: data})
 
 
 def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
@@ -209,7 +231,7 @@ def _ptxas(ptxas: Path, crate: Path, arch: str, ptx: str) -> bytes:
 def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:
     """The kernel's entry for `arch` (or HOST): prebuilt in the wheel, else built here when a toolchain exists, else a
     carried one found by source key."""
-    arch = arch or default_arch()
+    arch = _target(arch)
     prebuilt = _prebuilt(kernel, arch)
     if prebuilt is not None:
         return prebuilt
@@ -224,7 +246,7 @@ def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:
                 f"here: {missing} Build it where Rust is installed (python -m rust_kernels build) and carry the "
                 "cache directory (RUST_KERNELS_CACHE_DIR), or install a wheel with prebuilt kernels."
             ) from None
-        return entry
+        return _with_cubin(key, entry, arch)
 
 
 def _prebuilt(kernel: Kernel, arch: str) -> kcache.Entry | None:

@@ -89,13 +89,24 @@ def _run(arch: str | None) -> int:
     return _check("host")
 
 
+def _arch(value: str) -> str:
+    """An --arch value: sm_NN[a], or "host" where the command builds for the emulator."""
+    from rust_kernels import config
+
+    if value != "host" and not config.is_arch(value):
+        raise argparse.ArgumentTypeError(f"expected {config.ARCH_FORMAT} or host, got {value!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rust_kernels", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="build, validate and cross-check everything")
-    run.add_argument("--arch", help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
+    run.add_argument("--arch", type=_arch, help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
     build = commands.add_parser("build", help="build catalogue kernels into the cache")
-    build.add_argument("--arch", nargs="+", help="GPU archs (sm_80 sm_90 sm_100 ...) or host; default sm_90")
+    build.add_argument(
+        "--arch", type=_arch, nargs="+", help="GPU archs (sm_80 sm_90 sm_100 ...) or host; default sm_90"
+    )
     build.add_argument("--export", type=Path, help="also copy the entries into this directory, a cache to carry")
     build.add_argument("--prebuilt", action="store_true", help="also copy them into the package (for a wheel)")
     commands.add_parser("bench", add_help=False)  # its own options: rust_kernels.bench parses them

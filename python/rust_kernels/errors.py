@@ -18,6 +18,10 @@ class SpecError(RustKernelsError, ValueError):
     """A kernel spec (codegen/specs/*.toml) is malformed; refused at generation."""
 
 
+class ConfigError(RustKernelsError, ValueError):
+    """A RUST_KERNELS_* environment variable has a bad value; the message names it and what to fix."""
+
+
 class ToolchainMissing(RustKernelsError):
     """No usable Rust-to-PTX toolchain (or CUDA tool) was found; the message says how to install one."""
 

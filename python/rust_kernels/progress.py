@@ -3,7 +3,6 @@ duration; `Progress` is one updating line for many items (builds, checks). RUST_
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -11,9 +10,11 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import TextIO
 
+from rust_kernels import config
+
 
 def _quiet() -> bool:
-    return os.environ.get("RUST_KERNELS_QUIET") == "1"
+    return config.settings().quiet
 
 
 def say(message: str) -> None:

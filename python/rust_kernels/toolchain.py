@@ -19,11 +19,12 @@ from functools import cache
 from pathlib import Path
 
 from rust_kernels import cache as kcache
+from rust_kernels import config
 from rust_kernels.errors import BuildError, ToolchainMissing
 from rust_kernels.progress import say, step
 
 TARGET = "nvptx64-nvidia-cuda"
-LLVM_TOOLS = ("llvm-link", "opt", "llc")
+LLVM_TOOLS = config.LLVM_TOOLS
 INSTALL_HINT = (
     "Install one with: apt-get install -y rustc-web rust-web-src cargo-web llvm-22   (Debian 12), "
     "or: rustup target add nvptx64-nvidia-cuda plus LLVM's llvm-link/opt/llc of rustc's LLVM version. "
@@ -53,8 +54,11 @@ def _output(*cmd: str | Path) -> str:
 
 
 def _llvm_bin(rustc_sysroot: Path, llvm_major: str) -> Path | None:
+    configured = config.settings().llvm_bin  # validated: holds the tools; used alone when set
+    if configured is not None:
+        return configured
     host = next(iter(rustc_sysroot.glob("lib/rustlib/*/bin")), None)  # rustup's llvm-tools component
-    candidates = [os.environ.get("RUST_KERNELS_LLVM_BIN"), f"/usr/lib/llvm-{llvm_major}/bin", host]
+    candidates = [f"/usr/lib/llvm-{llvm_major}/bin", host]
     for candidate in filter(None, candidates):
         directory = Path(candidate)
         if all((directory / t).is_file() for t in LLVM_TOOLS):
@@ -79,7 +83,7 @@ def _probe(rustc: Path) -> Toolchain | str:
     if llvm_bin is None:
         return f"{rustc}: LLVM {llvm_major}'s llvm-link, opt and llc not found (e.g. apt-get install llvm-{llvm_major})"
     cargo_next_to_rustc = rustc.parent / "cargo"
-    cargo = os.environ.get("RUST_KERNELS_CARGO") or (
+    cargo = config.settings().cargo or (
         str(cargo_next_to_rustc) if cargo_next_to_rustc.is_file() else shutil.which("cargo")
     )
     if not cargo:
@@ -91,8 +95,17 @@ def _probe(rustc: Path) -> Toolchain | str:
 
 @cache
 def find_toolchain() -> Toolchain:
-    """The first usable toolchain: $RUST_KERNELS_RUSTC, rustc on PATH, then /usr/bin/rustc (Debian's)."""
-    candidates = [os.environ.get("RUST_KERNELS_RUSTC"), shutil.which("rustc"), "/usr/bin/rustc"]
+    """The first usable toolchain: $RUST_KERNELS_RUSTC alone when set (no fallback), else rustc on PATH, then
+    /usr/bin/rustc (Debian's)."""
+    configured = config.settings().rustc
+    if configured is not None:
+        found = _probe(configured)
+        if isinstance(found, Toolchain):
+            return found
+        raise ToolchainMissing(
+            f"RUST_KERNELS_RUSTC={str(configured)!r} cannot build {TARGET} PTX ({found}). {INSTALL_HINT}"
+        )
+    candidates = [shutil.which("rustc"), "/usr/bin/rustc"]
     reasons = []
     for candidate in dict.fromkeys(filter(None, candidates)):
         if not Path(candidate).is_file():
@@ -128,32 +141,36 @@ def _ensure_sysroot(toolchain: Toolchain, arch: str) -> Path:
     with kcache.locked(f"sysroot-{toolchain.key}-{arch}"):
         if done.is_file():
             return root
-        staging = kcache.scratch_dir("sysroot-")
-        (staging / libdir).mkdir(parents=True)
-        env = {**os.environ, "RUSTC_BOOTSTRAP": "1"}
-        for name, crate_dir, extra in crates:
-            say(f"building {name} for {TARGET} ({arch}), once per toolchain ...")
-            with step(f"built {name} for {TARGET} ({arch})"):
-                cmd = [
-                    str(toolchain.rustc), "--edition", _edition(crate_dir), "--crate-type", "rlib",
-                    "--crate-name", name, "-O", "-C", "panic=abort", "--target", TARGET, "-C",
-                    f"target-cpu={arch}", "--sysroot", str(staging), *extra, str(crate_dir / "src" / "lib.rs"),
-                    "-o", str(staging / libdir / f"lib{name}.rlib"),
-                ]  # fmt: skip
-                done_run = subprocess.run(cmd, capture_output=True, text=True, env=env)
-                if done_run.returncode:
-                    raise BuildError(f"building {name} for {TARGET} failed:\n{done_run.stderr[-4000:]}")
-        (staging / "complete").write_text(toolchain.identity)
-        if root.exists():  # an incomplete earlier attempt
-            shutil.rmtree(root)
-        root.parent.mkdir(exist_ok=True)
-        os.replace(staging, root)
+        with kcache.staging("sysroot-") as staging:  # removed if this fails; swept if this process is killed
+            (staging / libdir).mkdir(parents=True)
+            env = {**os.environ, "RUSTC_BOOTSTRAP": "1"}
+            for name, crate_dir, extra in crates:
+                say(f"building {name} for {TARGET} ({arch}), once per toolchain ...")
+                with step(f"built {name} for {TARGET} ({arch})"):
+                    cmd = [
+                        str(toolchain.rustc), "--edition", _edition(crate_dir), "--crate-type", "rlib",
+                        "--crate-name", name, "-O", "-C", "panic=abort", "--target", TARGET, "-C",
+                        f"target-cpu={arch}", "--sysroot", str(staging), *extra, str(crate_dir / "src" / "lib.rs"),
+                        "-o", str(staging / libdir / f"lib{name}.rlib"),
+                    ]  # fmt: skip
+                    done_run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                    if done_run.returncode:
+                        raise BuildError(f"building {name} for {TARGET} failed:\n{done_run.stderr[-4000:]}")
+            (staging / "complete").write_text(toolchain.identity)
+            if root.exists():  # an incomplete earlier attempt
+                shutil.rmtree(root)
+            root.parent.mkdir(exist_ok=True)
+            os.replace(staging, root)
     return root
 
 
 def find_ptxas() -> Path | None:
-    """ptxas from $RUST_KERNELS_PTXAS, PATH, /usr/local/cuda, or the nvidia-cuda-nvcc wheel."""
-    candidates = [os.environ.get("RUST_KERNELS_PTXAS"), shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"]
+    """ptxas from $RUST_KERNELS_PTXAS (alone when set: validated by config), else PATH, /usr/local/cuda, or the
+    nvidia-cuda-nvcc wheel."""
+    configured = config.settings().ptxas
+    if configured is not None:
+        return configured
+    candidates = [shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"]
     spec = importlib.util.find_spec("nvidia")
     for location in (spec.submodule_search_locations or []) if spec else []:
         candidates += sorted(str(p) for p in Path(location).glob("*/bin/ptxas"))
