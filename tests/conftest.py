@@ -12,7 +12,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """GPU tests skip cleanly, with the reason, where no CUDA device can be used."""
     if not any("gpu" in item.keywords for item in items):
         return
-    from rust_kernels.cuda import gpu_available
+    from rust_kernels.driver import gpu_available
 
     ok, why = gpu_available()
     if not ok:
