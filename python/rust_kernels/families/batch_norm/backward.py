@@ -294,7 +294,10 @@ class Backward(Family):
         import torch
 
         dy, x, weight, mean, var = (tensors[n] for n in ("dy", "x", "weight", "running_mean", "running_var"))
-        empty = torch.empty(0, device=x.device, dtype=x.dtype)
+        # 0-element save_mean/save_invstd (train=False): PyTorch's CUDA kernel reads them in its accumulation type
+        # (float32 for bf16/f16 inputs, else the input's), its CPU kernel in the input's dtype.
+        acc = x.dtype if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32
+        empty = torch.empty(0, device=x.device, dtype=acc)
         dx = torch.empty_like(x)
 
         def torch_eager() -> Any:

@@ -1,0 +1,147 @@
+"""`python -m rust_kernels bench`: how fast each registered op is next to PyTorch, torch.compile and the memory bound,
+what one call costs on the host next to PyTorch's, and what one launch costs on the host through each launch path.
+
+Op benchmark (`ops`). For each family of the registry, each of its bench shapes and each dtype, in one process on the
+same tensors (the family's seeded inputs): the columns of `family.bench_calls` — our op ("ours"; for families with
+modes also e.g. "ours_atomic", partials combined with float atomics instead of in a fixed order), PyTorch's native op
+("torch"), torch.compile of the same maths ("compile") and "bound", a call that moves the same bytes (e.g. read two
+tensors, write one) and so is the practical bound. Each repetition flushes L2 (256 MB written), then queues a GPU
+spin (`torch.cuda._sleep`) longer than the call's host time, so the timed region between the two CUDA events holds
+GPU work only; warm-up calls (loading, compiling) stay outside; the median of the repetitions is reported. GB/s
+counts `family.moved_bytes`; the fraction of the bound is bound µs / column µs; speedups are torch µs / ours µs and
+compile µs / ours µs. A column that raises is n/a, its reason printed once.
+
+Host cost. On each family's smallest shape, every column is called back to back (after warm-up) without
+synchronising, and the host wall time divided by the number of calls: what a call costs the host to issue, the
+figure that decides whether a small op inside a real program is faster than PyTorch's. Reported as µs per call and
+ours over torch.
+
+Launch benchmark (`launch`). Host time per launch of one loaded kernel on a tiny problem, from the bare driver call
+through ctypes (the floor) to our checked launch, cuda.core and CuPy; CUDA-graph replay against direct launches; and
+the time to load the module from its cubin against JIT-compiling its PTX.
+
+Modules: `timing` (the timers), `ops` and `launch` (what is measured), `report` (results, CSV, tables, PNG, log).
+Files written to --out: bench.csv, host.csv, bench.png (when matplotlib is installed), launch.csv, bench.log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rust_kernels import driver, registry
+from rust_kernels.bench import launch, ops, report
+from rust_kernels.bench.report import Shape
+from rust_kernels.dtypes import DTYPES
+
+DEFAULT_DTYPES = ["f32", "bf16"]
+MIN_REPS = 20
+
+
+def _reps(text: str) -> int:
+    value = int(text)
+    if value < MIN_REPS:
+        raise argparse.ArgumentTypeError(f"at least {MIN_REPS} repetitions, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def parse_shape(text: str) -> Shape:
+    """A shape from the command line: 32x256x56x56 (or 32,256,56,56) -> (32, 256, 56, 56)."""
+    try:
+        shape = tuple(int(part) for part in text.replace(",", "x").split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a shape like 32x256x56x56, got {text!r}") from None
+    if not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive dimensions, got {text!r}")
+    return shape
+
+
+def parser() -> argparse.ArgumentParser:
+    names = [f.name for f in registry.families()]
+    p = argparse.ArgumentParser(
+        prog="python -m rust_kernels bench",
+        description="Time the registered ops against PyTorch, torch.compile and the memory bound, their host cost "
+        "against PyTorch's, and the cost of a launch.",
+    )
+    p.add_argument("--family", nargs="+", choices=names, default=names, metavar="NAME", help=f"families: {names}")
+    p.add_argument("--dtype", nargs="+", choices=list(DTYPES), default=DEFAULT_DTYPES, help="dtypes to time")
+    p.add_argument("--shapes", nargs="+", type=parse_shape, help="shapes (BxCxHxW) instead of each family's own")
+    p.add_argument("--reps", type=_reps, default=30, help=f"timed repetitions per call (at least {MIN_REPS})")
+    p.add_argument("--host-calls", type=_positive, default=ops.HOST_CALLS, help="calls per round of the host cost")
+    p.add_argument("--out", type=Path, default=Path("."), help="directory for the CSV files, the PNG and the log")
+    p.add_argument("--skip-ops", action="store_true", help="skip the op benchmark")
+    p.add_argument("--skip-launch", action="store_true", help="skip the launch benchmark")
+    return p
+
+
+def unavailable() -> str | None:
+    """Why the benchmark cannot run here, or None."""
+    ok, why = driver.gpu_available()
+    if not ok:
+        return f"no GPU: {why}"
+    try:
+        import torch
+    except ImportError as err:
+        return f"PyTorch is not installed ({err}); it provides the tensors, the baselines and the timer"
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA device"
+    return None
+
+
+def _ops(torch: object, options: argparse.Namespace) -> int:
+    families = [registry.family(name) for name in options.family]
+    done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
+    out: Path = options.out
+    report.print_table(done.results)
+    report.print_host(done.hosts, options.host_calls)
+    report.print_summary(report.summarize(done.results, done.hosts))
+    for line in done.failures.lines():
+        print(f"n/a: {line}")
+    report.write_csv(done.results, out / "bench.csv")
+    report.write_host_csv(done.hosts, out / "host.csv")
+    print(f"wrote {out / 'bench.csv'} and {out / 'host.csv'}", flush=True)
+    try:
+        report.write_png(done.results, out / "bench.png")
+        print(f"wrote {out / 'bench.png'}", flush=True)
+    except ImportError as err:
+        print(f"bench.png not written: matplotlib is missing ({err})", flush=True)
+    if done.failures.failed("ours") or done.failures.failed("setup"):
+        print("bench: our op could not be measured in some cases (see above)", flush=True)
+        return 1
+    return 0
+
+
+def _launch(torch: object, out: Path) -> None:
+    rows = launch.run(torch)
+    report.print_launch(rows)
+    report.write_launch_csv(rows, out / "launch.csv")
+    print(f"wrote {out / 'launch.csv'}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the benchmark; 0 when done, 1 when our op could not be measured somewhere, 2 when it cannot run here."""
+    options = parser().parse_args(argv)
+    why = unavailable()
+    if why is not None:
+        print(f"bench: cannot run: {why}", flush=True)
+        return 2
+    import torch
+
+    options.out.mkdir(parents=True, exist_ok=True)
+    status = 0
+    with report.logged(options.out / "bench.log"):
+        print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+        print(f"bench {' '.join(sys.argv[1:] if argv is None else argv)}", flush=True)
+        if not options.skip_ops:
+            status = _ops(torch, options)
+        if not options.skip_launch:
+            _launch(torch, options.out)
+    return status

@@ -1,0 +1,150 @@
+"""The op benchmark: for each registered family, bench shape and dtype, every column of `family.bench_calls` timed on
+the same tensors in one process (GPU µs per call); on the family's smallest shape also the host µs per call."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TextIO
+
+from rust_kernels import arrays
+from rust_kernels.bench.report import COLUMNS, HostResult, OpResult, Shape, fmt, shape_label
+from rust_kernels.bench.timing import GpuTimer, host_us
+from rust_kernels.registry import Family
+
+HOST_CALLS = 1000  # calls per round of the host-time measurement
+REQUIRED = ("ours", "torch", "compile", "bound")  # the columns every family's bench_calls returns
+MAX_REASON = 4000  # characters of a failure's message shown (compiler errors can run to pages)
+
+
+@dataclass
+class Failures:
+    """Why columns could not be measured. The first failure of each (family, column) is printed with its reason;
+    later ones are only counted, and `lines` sums them up at the end."""
+
+    out: TextIO | None = None
+    seen: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+
+    def record(self, family: str, column: str, where: str, err: BaseException) -> None:
+        key = (family, column)
+        if key in self.seen:
+            reason, count = self.seen[key]
+            self.seen[key] = (reason, count + 1)
+            return
+        reason = f"{type(err).__name__}: {err}"[:MAX_REASON]
+        self.seen[key] = (reason, 1)
+        print(f"  {column} n/a for {family} {where}: {reason}", file=self.out or sys.stdout, flush=True)
+
+    def failed(self, column: str) -> bool:
+        return any(c == column for _, c in self.seen)
+
+    def lines(self) -> list[str]:
+        return [
+            f"{family} {column}: n/a in {count} case(s); first reason: {reason.splitlines()[0] if reason else ''}"
+            for (family, column), (reason, count) in self.seen.items()
+        ]
+
+
+def measure_columns(
+    calls: Mapping[str, Callable[[], Any]],
+    measure: Callable[[Callable[[], Any]], float],
+    failures: Failures,
+    family: str,
+    where: str,
+) -> dict[str, float | None]:
+    """`measure(call)` for each known column the family has, in report order; None where it raised (a failing
+    column must not end the run nor lose the other columns)."""
+    out: dict[str, float | None] = {}
+    for column in (c for c in COLUMNS if c in calls):
+        try:
+            out[column] = measure(calls[column])
+        except Exception as err:
+            out[column] = None
+            failures.record(family, column, where, err)
+    return out
+
+
+def why_not_benchmarked(family: Family, shapes: Sequence[Shape] | None) -> str | None:
+    """Why `family` cannot be benchmarked, or None."""
+    if type(family).bench_calls is Family.bench_calls:
+        return "it defines no bench_calls"
+    if type(family).moved_bytes is Family.moved_bytes:
+        return "it defines no moved_bytes"
+    if not (shapes or family.bench_shapes):
+        return "it has no bench_shapes (give --shapes)"
+    return None
+
+
+def host_shape(shapes: Sequence[Shape]) -> Shape:
+    """The shape the host cost is measured on: the smallest, so the GPU keeps pace with the host."""
+    return min(shapes, key=math.prod)
+
+
+def device_tensors(family: Family, shape: Shape, dtype: str) -> dict[str, Any]:
+    """The family's seeded inputs as PyTorch tensors on the GPU (bf16 moved as bits)."""
+    return {name: arrays.to_device(a) for name, a in family.inputs(shape, dtype).items()}
+
+
+def reset_compiled(torch: Any) -> None:
+    """Drops torch.compile's caches: every case compiles afresh, so later shapes never hit the recompile limit (8 by
+    default per function), past which Dynamo silently runs the eager code instead."""
+    dynamo = getattr(torch, "_dynamo", None)
+    if dynamo is not None:
+        dynamo.reset()
+
+
+@dataclass
+class Run:
+    """What one op benchmark produced."""
+
+    results: list[OpResult] = field(default_factory=list)
+    hosts: list[HostResult] = field(default_factory=list)
+    failures: Failures = field(default_factory=Failures)
+
+
+def run(
+    torch: Any,
+    families: Sequence[Family],
+    dtypes: Sequence[str],
+    reps: int,
+    shapes: Sequence[Shape] | None = None,
+    host_calls: int = HOST_CALLS,
+) -> Run:
+    """Every family x dtype x shape (`shapes` overrides each family's bench_shapes)."""
+    timer = GpuTimer(torch, reps)
+    gpu_time = timer.median_us
+    host_time = partial(host_us, calls=host_calls, sync=torch.cuda.synchronize)
+    out = Run()
+    cases = []
+    for family in families:
+        why = why_not_benchmarked(family, shapes)
+        if why is not None:
+            print(f"{family.name}: not benchmarked: {why}", flush=True)
+            continue
+        skipped = [d for d in dtypes if d not in family.dtypes]
+        if skipped:
+            print(f"{family.name}: not benchmarked in {skipped} (its dtypes: {list(family.dtypes)})", flush=True)
+        family_shapes = list(shapes or family.bench_shapes)
+        tiny = host_shape(family_shapes)
+        cases += [(family, s, d, tiny) for d in dtypes if d in family.dtypes for s in family_shapes]
+    print(f"op benchmark: {len(cases)} cases, median of {reps} (L2 flushed), host cost: {host_calls} calls", flush=True)
+    for number, (family, shape, dtype, tiny) in enumerate(cases, 1):
+        where = f"{shape_label(shape)} {dtype}"
+        reset_compiled(torch)
+        try:
+            calls = family.bench_calls(device_tensors(family, shape, dtype))
+        except Exception as err:
+            out.failures.record(family.name, "setup", where, err)
+            calls = {}
+        us = measure_columns(calls, gpu_time, out.failures, family.name, where) if calls else dict.fromkeys(REQUIRED)
+        result = OpResult(family.name, shape, dtype, us, family.moved_bytes(shape, dtype))
+        out.results.append(result)
+        shown = ", ".join(f"{c} {fmt(result.time(c), '.1f')}" for c in result.columns())
+        print(f"[{number}/{len(cases)}] {family.name} {where}: {shown} µs", flush=True)
+        if shape == tiny and calls:
+            host = measure_columns(calls, host_time, out.failures, family.name, f"{where} (host time)")
+            out.hosts.append(HostResult(family.name, shape, dtype, host))
+    return out
