@@ -10,11 +10,15 @@
     feature(stdarch_nvptx, asm_experimental_arch, core_float_math)
 )]
 
+#[doc(hidden)]
+pub use cuda_std_macros::host_kernel_static as __host_kernel_static;
 pub use cuda_std_macros::kernel;
 
 // `#[kernel]` expands to `::cuda_std::...` paths; this lets the crate's own tests use it.
 #[cfg(test)]
 extern crate self as cuda_std;
+
+mod export;
 
 pub mod atomic;
 pub mod float;

@@ -6,8 +6,22 @@
 //! descriptor lets the host emulator launch it from type-erased arguments.
 
 use proc_macro::TokenStream;
-use quote::{format_ident, quote};
-use syn::{parse_macro_input, spanned::Spanned, Abi, FnArg, ItemFn, LitStr, Pat, ReturnType};
+use quote::{format_ident, quote, ToTokens};
+use syn::{parse_macro_input, spanned::Spanned, Abi, FnArg, Ident, ItemFn, LitStr, Pat, ReturnType};
+
+/// The host descriptor `#[kernel]` emits for the entry point `name`, with `name`'s span.
+fn host_static_name(name: &Ident) -> Ident {
+    format_ident!("{}__HOST", name)
+}
+
+/// `host_kernel_static!(name)` is the path of `name`'s host descriptor, `name__HOST` (for
+/// `cuda_std::export_host_launch!`, since `macro_rules!` cannot make identifiers).
+#[doc(hidden)]
+#[proc_macro]
+pub fn host_kernel_static(input: TokenStream) -> TokenStream {
+    let name = parse_macro_input!(input as Ident);
+    host_static_name(&name).into_token_stream().into()
+}
 
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -63,7 +77,7 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let ptx_abi: Abi = syn::parse_quote!(extern "ptx-kernel");
     let c_abi: Abi = syn::parse_quote!(extern "C-unwind"); // emulated threads fail by unwinding
 
-    let host_static = format_ident!("{}__HOST", name);
+    let host_static = host_static_name(name);
     let name_str = LitStr::new(&name.to_string(), name.span());
     let param_names: Vec<LitStr> = params
         .iter()

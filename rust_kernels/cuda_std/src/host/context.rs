@@ -1,7 +1,8 @@
 //! What an emulated thread knows about itself and its launch, kept in a thread-local while it runs the kernel.
 
 use super::cta::Cta;
-use std::cell::RefCell;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// The unwind payload that takes a thread out of a failed CTA. It is raised with `resume_unwind`, which skips the
@@ -29,6 +30,37 @@ pub(crate) struct Launch {
     pub shared: usize,
     /// The pointer arguments, then shared memory.
     pub regions: Vec<Region>,
+    /// [`cancel_epoch`] when the launch started: the launch is cancelled once the epoch moves on.
+    pub epoch: u64,
+}
+
+/// Bumped by [`cancel_launches`]. A launch records it when it starts and is interrupted once it differs, so a
+/// cancellation reaches exactly the launches in progress, and never a later one.
+static CANCEL_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Interrupts every launch of this copy of the crate that is in progress: each fails with "kernel NAME:
+/// interrupted" at its next element access, barrier, warp operation or index read, or before its next CTA.
+/// Launches that start afterwards are not affected.
+pub fn cancel_launches() {
+    CANCEL_EPOCH.fetch_add(1, Relaxed);
+}
+
+pub(crate) fn cancel_epoch() -> u64 {
+    CANCEL_EPOCH.load(Relaxed)
+}
+
+impl Launch {
+    /// Whether [`cancel_launches`] was called since the launch started: one relaxed load, cheap enough for every
+    /// element access.
+    #[inline(always)]
+    pub fn cancelled(&self) -> bool {
+        CANCEL_EPOCH.load(Relaxed) != self.epoch
+    }
+
+    /// The error of a cancelled launch.
+    pub fn interrupted_message(&self) -> String {
+        format!("kernel {}: interrupted", self.kernel)
+    }
 }
 
 /// `(x,y,z)`, as block and thread coordinates appear in error messages.
@@ -45,6 +77,20 @@ pub(crate) struct Current {
 }
 
 impl Current {
+    /// Leaves the kernel, failing the launch as interrupted, if the launch was cancelled.
+    #[inline(always)]
+    pub fn poll_cancel(&self) {
+        if self.cta.launch.cancelled() {
+            self.interrupted()
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn interrupted(&self) -> ! {
+        self.fail(self.cta.launch.interrupted_message())
+    }
+
     /// Where this thread is, for error messages.
     pub fn location(&self) -> String {
         format!("block {} thread {}", coords(self.cta.block_idx), coords(self.thread))
@@ -117,30 +163,49 @@ fn preposition(access: &str) -> &'static str {
 }
 
 thread_local! {
-    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    /// The emulated thread running on this OS thread, null outside [`run_as`]. A plain pointer rather than a
+    /// `RefCell`: every element access reads it, and a borrow would cost more than the access checks.
+    static CURRENT: Cell<*const Current> = const { Cell::new(std::ptr::null()) };
 }
 
-/// Makes this OS thread the emulated thread `current` until [`leave`].
-pub(crate) fn enter(current: Current) {
-    CURRENT.set(Some(current));
-}
-
-pub(crate) fn leave() {
-    CURRENT.take();
-}
-
-/// Runs `f` on the current emulated thread; `what` names the device function for the panic outside a launch.
-pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Current) -> R) -> R {
-    CURRENT.with_borrow(|current| match current {
-        Some(current) => f(current),
-        None => panic!(
-            "cuda_std: {what} called outside a kernel launch (the host emulator runs kernels with \
-             `cuda_std::host::launch`)"
-        ),
-    })
+/// Runs `f` on this OS thread as the emulated thread `current`.
+pub(crate) fn run_as<R>(current: &Current, f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.set(std::ptr::null());
+        }
+    }
+    CURRENT.set(current);
+    let _reset = Reset; // `current` is not reachable after `run_as`, even if `f` unwinds
+    f()
 }
 
 /// Runs `f` on the current emulated thread, if this OS thread is one.
+#[inline(always)]
 pub(crate) fn try_with_current<R>(f: impl FnOnce(Option<&Current>) -> R) -> R {
-    CURRENT.with_borrow(|current| f(current.as_ref()))
+    // SAFETY: non-null only inside `run_as`, whose `current` outlives the call; `f` cannot keep the reference.
+    f(unsafe { CURRENT.get().as_ref() })
+}
+
+/// Runs `f` on the current emulated thread; `what` names the device function for the panic outside a launch. The
+/// thread leaves the kernel first if its launch was cancelled: index reads, barriers and warp operations come here.
+#[inline(always)]
+pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Current) -> R) -> R {
+    try_with_current(|current| match current {
+        Some(current) => {
+            current.poll_cancel();
+            f(current)
+        }
+        None => outside_a_launch(what),
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn outside_a_launch(what: &str) -> ! {
+    panic!(
+        "cuda_std: {what} called outside a kernel launch (the host emulator runs kernels with \
+         `cuda_std::host::launch`)"
+    )
 }

@@ -13,7 +13,12 @@ use std::thread;
 /// Kernel code runs on these threads; generated kernels keep little on the stack.
 const THREAD_STACK_BYTES: usize = 256 << 10;
 
-const MAX_THREADS_PER_BLOCK: u64 = 1024;
+/// The most threads a block may have.
+pub const MAX_THREADS_PER_BLOCK: u64 = 1024;
+
+/// The most dynamic shared memory a launch may ask for, in bytes: 227 KiB, the per-block maximum of the H100 and
+/// H200 (sm_90) once a kernel opts in. [`launch`] refuses more before allocating anything.
+pub const MAX_SHARED_MEM_BYTES: usize = 232_448;
 
 /// The unit of the shared-memory buffer, for its 16-byte alignment.
 #[derive(Clone, Copy)]
@@ -42,7 +47,30 @@ pub struct Arg {
 /// Why a launch failed; the message names the kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchError {
+    kind: LaunchErrorKind,
     message: String,
+}
+
+/// What kind of failure a [`LaunchError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchErrorKind {
+    /// The arguments or the launch configuration do not fit the kernel: refused before anything ran.
+    Invalid,
+    /// Kernel code failed while running: an out-of-bounds or misaligned access, threads that never meet at a
+    /// barrier, a panic, or a thread that could not be started.
+    Failed,
+    /// [`cancel_launches`](super::cancel_launches) was called while the launch ran.
+    Interrupted,
+}
+
+impl LaunchError {
+    pub fn kind(&self) -> LaunchErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl fmt::Display for LaunchError {
@@ -55,11 +83,16 @@ impl std::error::Error for LaunchError {}
 
 /// Runs `kernel` over the grid and waits for it.
 ///
+/// The arguments and the configuration are checked first: argument count and types, no zero grid dimension, 1 to
+/// [`MAX_THREADS_PER_BLOCK`] threads per block, at most [`MAX_SHARED_MEM_BYTES`] of dynamic shared memory.
+/// [`cancel_launches`](super::cancel_launches) interrupts the launch ([`LaunchErrorKind::Interrupted`]).
+///
 /// # Safety
 /// Pointer arguments must address at least `bytes` bytes that stay valid for the launch. In a checked launch every
 /// element access must fall inside one of them or inside the CTA's shared memory; an access that does not, a
 /// deadlock, or a panic in kernel code fails the launch, and no further CTA runs.
 pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
+    let epoch = context::cancel_epoch();
     validate(kernel, config, args)?;
 
     let mut shared_memory = vec![Chunk { _bytes: [0; 16] }; config.shared_mem_bytes.div_ceil(16)];
@@ -90,6 +123,7 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
         checked: config.checked,
         shared: shared.expose_provenance(),
         regions,
+        epoch,
     });
     let values: Vec<ArgValue> = args.iter().map(|arg| arg.value).collect();
 
@@ -97,13 +131,25 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
     for z in 0..gz {
         for y in 0..gy {
             for x in 0..gx {
+                if launch.cancelled() {
+                    return Err(LaunchError {
+                        kind: LaunchErrorKind::Interrupted,
+                        message: launch.interrupted_message(),
+                    });
+                }
                 // Unwritten shared memory reads as all-ones bits: NaN for floats, as uninitialised data should.
                 // SAFETY: the buffer holds `shared_mem_bytes` bytes, and the previous CTA's threads have all ended.
                 unsafe { shared.write_bytes(0xFF, config.shared_mem_bytes) };
                 let cta = Arc::new(Cta::new(Arc::clone(&launch), [x, y, z]));
                 run_cta(kernel, &cta, &values);
                 if let Some(message) = cta.take_error() {
-                    return Err(LaunchError { message });
+                    // A cancelled launch's threads may also have failed otherwise; the first failure is reported.
+                    let kind = if message == launch.interrupted_message() {
+                        LaunchErrorKind::Interrupted
+                    } else {
+                        LaunchErrorKind::Failed
+                    };
+                    return Err(LaunchError { kind, message });
                 }
             }
         }
@@ -113,7 +159,12 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
 
 fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
     let name = kernel.name;
-    let fail = |message: String| Err(LaunchError { message });
+    let fail = |message: String| {
+        Err(LaunchError {
+            kind: LaunchErrorKind::Invalid,
+            message,
+        })
+    };
     if args.len() != kernel.params.len() {
         return fail(format!(
             "kernel {name} takes {} arguments but {} were passed",
@@ -142,6 +193,13 @@ fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<
             coords(config.block)
         ));
     }
+    if config.shared_mem_bytes > MAX_SHARED_MEM_BYTES {
+        return fail(format!(
+            "kernel {name}: {} bytes of dynamic shared memory requested; a block has at most {MAX_SHARED_MEM_BYTES} \
+             (227 KiB)",
+            config.shared_mem_bytes
+        ));
+    }
     Ok(())
 }
 
@@ -150,6 +208,11 @@ fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
     let [bx, by, bz] = cta.launch.block;
     thread::scope(|scope| {
         for linear in 0..bx * by * bz {
+            if cta.launch.cancelled() {
+                // Starting the remaining threads would only delay the end: they would leave at once.
+                cta.fail(cta.launch.interrupted_message());
+                break;
+            }
             let current = Current {
                 cta: Arc::clone(cta),
                 thread: [linear % bx, linear / bx % by, linear / (bx * by)],
@@ -168,11 +231,11 @@ fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
 }
 
 fn run_thread(kernel: &HostKernel, current: Current, values: &[ArgValue]) {
-    let (cta, thread, linear) = (Arc::clone(&current.cta), current.thread, current.linear);
-    context::enter(current);
+    let (cta, thread, linear) = (&current.cta, current.thread, current.linear);
     // SAFETY: `launch` checked the arguments against the kernel's parameters; the caller vouches for the buffers.
-    let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { (kernel.call)(values) }));
-    context::leave();
+    let outcome = context::run_as(&current, || {
+        panic::catch_unwind(AssertUnwindSafe(|| unsafe { (kernel.call)(values) }))
+    });
     if let Err(payload) = outcome {
         if !payload.is::<Abort>() {
             cta.fail(format!(
@@ -187,7 +250,7 @@ fn run_thread(kernel: &HostKernel, current: Current, values: &[ArgValue]) {
     cta.exit(linear);
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
     match payload.downcast_ref::<&str>() {
         Some(message) => message,
         None => payload

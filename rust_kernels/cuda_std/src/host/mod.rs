@@ -5,7 +5,11 @@
 //! the hardware. Shared memory starts as 0xFF bytes (NaN floats). A checked launch bounds-checks every element
 //! access against the pointer arguments and shared memory. Out-of-bounds accesses, deadlocks and panics in kernel
 //! code fail the launch with a [`LaunchError`] naming the kernel, instead of corrupting memory or hanging.
+//! [`cancel_launches`] interrupts the launches in progress (Ctrl-C); a launch asks for at most
+//! [`MAX_SHARED_MEM_BYTES`] of shared memory. [`abi`] is the C interface that
+//! [`export_host_launch!`](crate::export_host_launch) gives a kernel library loaded from Python.
 
+pub mod abi;
 pub mod atomic;
 pub mod float;
 pub mod math;
@@ -22,5 +26,8 @@ mod launch;
 #[cfg(test)]
 mod tests;
 
+pub use context::cancel_launches;
 pub use kernel::{ArgValue, FromArg, HostKernel, Param, PointerTarget};
-pub use launch::{launch, Arg, LaunchConfig, LaunchError};
+pub use launch::{
+    launch, Arg, LaunchConfig, LaunchError, LaunchErrorKind, MAX_SHARED_MEM_BYTES, MAX_THREADS_PER_BLOCK,
+};

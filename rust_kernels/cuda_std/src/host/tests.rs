@@ -1,17 +1,32 @@
 //! Tests of the emulator. Kernels that succeed use `#[kernel]`; kernels whose launch must fail are plain
 //! `unsafe fn(&[ArgValue])`, since a failing thread unwinds, and `#[kernel]` makes the kernel `extern "C"`.
 
-use super::{Arg, ArgValue, FromArg, HostKernel, LaunchConfig, LaunchError, Param};
-
-/// Every buffer these tests pass outlives its launch.
-fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
-    unsafe { super::launch(kernel, config, args) }
-}
+use super::abi::{self, RawArg, KIND_F32, KIND_F64, KIND_I32, KIND_I64, KIND_PTR, KIND_U32, KIND_U64};
+use super::{
+    cancel_launches, Arg, ArgValue, FromArg, HostKernel, LaunchConfig, LaunchError, LaunchErrorKind, Param,
+    MAX_SHARED_MEM_BYTES,
+};
 use crate::prelude::*;
 use crate::thread::*;
 use crate::warp::*;
+use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Instant;
+use std::sync::{mpsc, PoisonError, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+/// A cancellation interrupts every launch in progress in the process: the tests that cancel hold this lock
+/// exclusively, every other launch holds it shared.
+static CANCELLATION: RwLock<()> = RwLock::new(());
+
+fn no_cancellation() -> RwLockReadGuard<'static, ()> {
+    CANCELLATION.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Every buffer these tests pass outlives its launch.
+fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
+    let _shared = no_cancellation();
+    unsafe { super::launch(kernel, config, args) }
+}
 
 const FULL: u32 = u32::MAX;
 
@@ -880,4 +895,585 @@ fn batch_norm_backward_shape_runs_fast() {
         assert!((f64::from(dweight[c]) - sum_dy_xmu * rstd).abs() < 1e-3, "dweight[{c}]");
     }
     assert!(elapsed.as_secs_f64() < 5.0, "took {elapsed:?}");
+}
+
+/// Each thread adds 1 to its own element `n` times: a loop of element loads and stores and nothing else.
+#[kernel]
+unsafe fn increments(x: *mut f32, n: u32) {
+    let tid = thread_idx_x() as usize;
+    for _ in 0..n {
+        unsafe { x.store(tid, x.load(tid) + 1.0) };
+    }
+}
+
+/// The cost of one element access (checked and unchecked), on one thread and on a warp: `cargo test --release -p
+/// cuda_std -- --ignored --nocapture element_access_cost`. The best of 15 runs, to see through other load.
+#[test]
+#[ignore]
+fn element_access_cost() {
+    for (threads, n) in [(1u32, 10_000_000u32), (32, 1_000_000)] {
+        for checked in [true, false] {
+            let mut times = Vec::new();
+            for _ in 0..15 {
+                let mut x = vec![0.0f32; threads as usize];
+                let args = [buffer(&mut x), scalar(ArgValue::U32(n))];
+                let config = LaunchConfig {
+                    checked,
+                    ..config([1, 1, 1], [threads, 1, 1], 0)
+                };
+                let start = Instant::now();
+                launch(&increments__HOST, &config, &args).unwrap();
+                times.push(start.elapsed().as_secs_f64());
+                assert!(x.iter().all(|&v| v == (n as f32)));
+            }
+            times.sort_by(f64::total_cmp);
+            let accesses = 2.0 * f64::from(threads) * f64::from(n);
+            println!(
+                "{threads} threads, checked={checked}: {:.2} ns per access (best), {:.2} (median)",
+                times[0] / accesses * 1e9,
+                times[7] / accesses * 1e9
+            );
+        }
+    }
+}
+
+/// Thread 0 writes and reads back the last byte of shared memory, whose size is `bytes`.
+#[kernel]
+unsafe fn last_shared_byte(bytes: u64, out: *mut u32) {
+    let shared = crate::shared::dynamic_shared_mem::<u8>();
+    if thread_idx_x() == 0 {
+        unsafe {
+            shared.store(bytes as usize - 1, 7);
+            out.store(0, u32::from(shared.load(bytes as usize - 1)));
+        }
+    }
+}
+
+#[test]
+fn shared_memory_is_bounded() {
+    let mut out = vec![0u32];
+    let max = MAX_SHARED_MEM_BYTES;
+    assert_eq!(max, 227 * 1024);
+    let args = |bytes: usize, out: &mut Vec<u32>| [scalar(ArgValue::U64(bytes as u64)), buffer(out)];
+    launch(
+        &last_shared_byte__HOST,
+        &config([2, 1, 1], [32, 1, 1], max),
+        &args(max, &mut out),
+    )
+    .unwrap();
+    assert_eq!(out, [7]);
+    // Refused before the buffer is allocated: allocating 1 TiB would abort the process.
+    for bytes in [max + 1, 1 << 40, usize::MAX] {
+        let err = launch(
+            &last_shared_byte__HOST,
+            &config([1, 1, 1], [32, 1, 1], bytes),
+            &args(bytes, &mut out),
+        )
+        .expect_err("too much shared memory");
+        assert_eq!(err.kind(), LaunchErrorKind::Invalid);
+        assert_eq!(
+            err.message(),
+            format!(
+                "kernel last_shared_byte: {bytes} bytes of dynamic shared memory requested; a block has at most \
+                 232448 (227 KiB)"
+            )
+        );
+    }
+}
+
+/// The kernel behind this test binary's C ABI. Mode 0: `y[i] += a * x[i]` for `i < n`; mode 1: the same, but
+/// thread 3 of block 1 panics; mode 2: mode 0 repeated without end.
+#[kernel]
+unsafe fn abi_saxpy(x: *const f32, y: *mut f32, a: f32, n: i32, mode: u32) {
+    let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as usize;
+    if mode == 1 && thread_idx_x() == 3 && block_idx_x() == 1 {
+        panic!("boom at {i}");
+    }
+    let rounds = if mode == 2 { u64::MAX } else { 1 };
+    for _ in 0..rounds {
+        if (i as i64) < i64::from(n) {
+            unsafe { y.store(i, a * x.cast_mut().load(i) + y.load(i)) };
+        }
+    }
+}
+
+crate::export_host_launch!(abi_saxpy);
+
+// The functions the macro exported, through their C symbols.
+unsafe extern "C" {
+    fn rk_host_launch(
+        args: *const RawArg,
+        n_args: usize,
+        dims: *const u32,
+        shared_mem_bytes: u64,
+        checked: u32,
+        error: *mut u8,
+        error_capacity: usize,
+    ) -> i32;
+    fn rk_host_cancel();
+    fn rk_host_abi_version() -> u32;
+    fn rk_host_max_shared_mem_bytes() -> u64;
+    fn rk_host_kernel_name() -> *const c_char;
+    fn rk_host_param_count() -> usize;
+    fn rk_host_param_name(i: usize) -> *const c_char;
+    fn rk_host_param_type(i: usize) -> *const c_char;
+}
+
+fn raw_buffer<T>(data: &mut [T]) -> RawArg {
+    RawArg {
+        kind: KIND_PTR,
+        bytes: size_of_val(data) as u64,
+        bits: data.as_mut_ptr().expose_provenance() as u64,
+    }
+}
+
+fn raw(kind: u32, bits: u64) -> RawArg {
+    RawArg { kind, bytes: 0, bits }
+}
+
+/// Calls `rk_host_launch` with an error buffer of `capacity` bytes filled with 0xAA; returns the code and the
+/// buffer.
+fn c_launch_into(args: &[RawArg], dims: [u32; 6], shared: u64, checked: u32, capacity: usize) -> (i32, Vec<u8>) {
+    let mut error = vec![0xAAu8; capacity];
+    let code = unsafe {
+        rk_host_launch(
+            args.as_ptr(),
+            args.len(),
+            dims.as_ptr(),
+            shared,
+            checked,
+            error.as_mut_ptr(),
+            capacity,
+        )
+    };
+    (code, error)
+}
+
+/// The message of a NUL-terminated buffer.
+fn c_message(error: &[u8]) -> String {
+    let text = CStr::from_bytes_until_nul(error).expect("the message is NUL-terminated");
+    text.to_str().expect("the message is UTF-8").to_owned()
+}
+
+fn c_launch(args: &[RawArg], dims: [u32; 6], checked: u32) -> (i32, String) {
+    let _shared = no_cancellation();
+    let (code, error) = c_launch_into(args, dims, 0, checked, 512);
+    (code, c_message(&error))
+}
+
+fn c_str(s: *const c_char) -> Option<&'static str> {
+    (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) }.to_str().unwrap())
+}
+
+/// 128 floats each of x and y, and the arguments for `abi_saxpy` over the first `n` of them with `a` = 2.
+fn saxpy_args(x: &mut [f32], y: &mut [f32], n: i32, mode: u32) -> [RawArg; 5] {
+    [
+        raw_buffer(x),
+        raw_buffer(y),
+        raw(KIND_F32, u64::from(2.0f32.to_bits())),
+        raw(KIND_I32, u64::from(n as u32)),
+        raw(KIND_U32, u64::from(mode)),
+    ]
+}
+
+const SAXPY_DIMS: [u32; 6] = [4, 1, 1, 32, 1, 1];
+
+#[test]
+fn c_abi_launches_and_describes_the_kernel() {
+    unsafe {
+        assert_eq!(rk_host_abi_version(), 1);
+        assert_eq!(rk_host_max_shared_mem_bytes(), 232_448);
+        assert_eq!(c_str(rk_host_kernel_name()), Some("abi_saxpy"));
+        assert_eq!(rk_host_param_count(), 5);
+        let params: Vec<_> = (0..6)
+            .map(|i| (c_str(rk_host_param_name(i)), c_str(rk_host_param_type(i))))
+            .collect();
+        let expected = [
+            ("x", "*const f32"),
+            ("y", "*mut f32"),
+            ("a", "f32"),
+            ("n", "i32"),
+            ("mode", "u32"),
+        ];
+        let expected: Vec<_> = expected
+            .iter()
+            .map(|&(n, t)| (Some(n), Some(t)))
+            .chain([(None, None)])
+            .collect();
+        assert_eq!(params, expected);
+    }
+    for checked in [1, 0] {
+        let mut x: Vec<f32> = (0..128).map(|i| i as f32).collect();
+        let mut y = vec![1.0f32; 128];
+        let args = saxpy_args(&mut x, &mut y, 100, 0);
+        let (code, error) = c_launch_into(&args, SAXPY_DIMS, 16, checked, 8);
+        assert_eq!((code, c_message(&error)), (abi::OK, String::new()));
+        let expected: Vec<f32> = (0..128)
+            .map(|i| if i < 100 { 2.0 * i as f32 + 1.0 } else { 1.0 })
+            .collect();
+        assert_eq!(y, expected, "checked {checked}");
+        // A negative i32 travels as its 32-bit pattern.
+        let args = saxpy_args(&mut x, &mut y, -1, 0);
+        assert_eq!(c_launch(&args, SAXPY_DIMS, checked), (abi::OK, String::new()));
+        assert_eq!(y, expected, "checked {checked}");
+    }
+}
+
+/// Stores each scalar's bit pattern.
+#[kernel]
+unsafe fn abi_kinds(out: *mut u64, a: i32, b: u32, c: i64, d: u64, e: f32, f: f64) {
+    let bits = [
+        a as u32 as u64,
+        u64::from(b),
+        c as u64,
+        d,
+        u64::from(e.to_bits()),
+        f.to_bits(),
+    ];
+    for (k, bits) in bits.into_iter().enumerate() {
+        unsafe { out.store(k, bits) };
+    }
+}
+
+#[test]
+fn c_abi_converts_every_kind() {
+    let mut out = vec![0u64; 6];
+    let bits = [
+        0xFFFF_FFFB,
+        0xDEAD_BEEF,
+        (-7i64) as u64,
+        u64::MAX - 1,
+        u64::from((-1.5f32).to_bits()),
+        0.1f64.to_bits(),
+    ];
+    let kinds = [KIND_I32, KIND_U32, KIND_I64, KIND_U64, KIND_F32, KIND_F64];
+    let args: Vec<RawArg> = [raw_buffer(&mut out)]
+        .into_iter()
+        .chain(kinds.iter().zip(bits).map(|(&kind, bits)| raw(kind, bits)))
+        .collect();
+    let mut error = [0xAAu8; 64];
+    let code = {
+        let _shared = no_cancellation();
+        unsafe {
+            abi::launch(
+                &abi_kinds__HOST,
+                args.as_ptr(),
+                args.len(),
+                [1, 1, 1, 1, 1, 1].as_ptr(),
+                0,
+                1,
+                error.as_mut_ptr(),
+                error.len(),
+            )
+        }
+    };
+    assert_eq!((code, c_message(&error)), (abi::OK, String::new()));
+    assert_eq!(out, bits);
+}
+
+#[test]
+fn c_abi_refuses_bad_launches() {
+    let (mut x, mut y) = (vec![0.0f32; 128], vec![5.0f32; 128]);
+    let good = saxpy_args(&mut x, &mut y, 128, 0);
+    let with = |k: usize, arg: RawArg| {
+        let mut args = good;
+        args[k] = arg;
+        args
+    };
+    let kinds = "(0 ptr, 1 i32, 2 u32, 3 i64, 4 u64, 5 f32, 6 f64)";
+    let cases: Vec<(Vec<RawArg>, [u32; 6], u32, String)> =
+        vec![
+        (good[..4].to_vec(), SAXPY_DIMS, 1, "kernel abi_saxpy takes 5 arguments but 4 were passed".into()),
+        (vec![], SAXPY_DIMS, 1, "kernel abi_saxpy takes 5 arguments but 0 were passed".into()),
+        (
+            with(2, raw(KIND_I32, 2)).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: parameter a is f32 but was passed I32(2)".into(),
+        ),
+        (
+            with(2, raw(KIND_F64, 2.0f64.to_bits())).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: parameter a is f32 but was passed F64(2.0)".into(),
+        ),
+        (
+            with(0, raw(KIND_U64, 5)).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: parameter x is *const f32 but was passed U64(5)".into(),
+        ),
+        (
+            with(1, raw(KIND_F32, 0)).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: parameter y is *mut f32 but was passed F32(0.0)".into(),
+        ),
+        (
+            with(4, raw(KIND_PTR, 64)).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: parameter mode is u32 but was passed Ptr(64)".into(),
+        ),
+        (
+            with(2, raw(9, 0)).to_vec(),
+            SAXPY_DIMS,
+            1,
+            format!("kernel abi_saxpy: argument 2 (a, f32): unknown kind 9 {kinds}"),
+        ),
+        (
+            with(3, raw(KIND_I32, 1 << 32)).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: argument 3 (n, i32): bits 0x100000000 do not fit a i32 (pass the value's bit \
+             pattern, zero-extended)"
+                .into(),
+        ),
+        (
+            with(3, raw(KIND_I32, (-1i64) as u64)).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: argument 3 (n, i32): bits 0xffffffffffffffff do not fit a i32 (pass the value's \
+             bit pattern, zero-extended)"
+                .into(),
+        ),
+        (
+            with(4, RawArg { kind: KIND_U32, bytes: 4, bits: 0 }).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: argument 4 (mode, u32): bytes is 4 for a scalar; it must be 0".into(),
+        ),
+        (
+            with(0, RawArg { kind: KIND_PTR, bytes: 512, bits: 0 }).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: argument 0 (x, *const f32): a null pointer with an extent of 512 bytes".into(),
+        ),
+        (
+            with(0, RawArg { kind: KIND_PTR, bytes: 512, bits: u64::MAX - 8 }).to_vec(),
+            SAXPY_DIMS,
+            1,
+            "kernel abi_saxpy: argument 0 (x, *const f32): 512 bytes at 0xfffffffffffffff7 wrap around the address \
+             space"
+                .into(),
+        ),
+        (good.to_vec(), SAXPY_DIMS, 2, "kernel abi_saxpy: checked is 2; it must be 0 or 1".into()),
+        (
+            good.to_vec(),
+            [4, 0, 1, 32, 1, 1],
+            1,
+            "kernel abi_saxpy: grid (4,0,1) has a zero dimension".into(),
+        ),
+        (
+            good.to_vec(),
+            [4, 1, 1, 32, 33, 1],
+            1,
+            "kernel abi_saxpy: block (32,33,1) has 1056 threads; a block has 1 to 1024".into(),
+        ),
+    ];
+    for (args, dims, checked, expected) in cases {
+        assert_eq!(c_launch(&args, dims, checked), (abi::INVALID, expected));
+    }
+    let _shared = no_cancellation();
+    let (code, error) = c_launch_into(&good, SAXPY_DIMS, u64::MAX, 1, 256);
+    let expected = "kernel abi_saxpy: 18446744073709551615 bytes of dynamic shared memory requested; a block has at \
+                    most 232448 (227 KiB)";
+    assert_eq!((code, c_message(&error).as_str()), (abi::INVALID, expected));
+    let (code, error) = c_launch_into(&good, SAXPY_DIMS, 232_449, 1, 256);
+    assert_eq!(code, abi::INVALID);
+    assert!(c_message(&error).starts_with("kernel abi_saxpy: 232449 bytes of dynamic shared memory requested"));
+    let mut error = [0u8; 128];
+    let code = unsafe { rk_host_launch(good.as_ptr(), 5, std::ptr::null(), 0, 1, error.as_mut_ptr(), 128) };
+    let expected = "kernel abi_saxpy: dims is NULL (it must point to 6 u32: grid x, y, z, block x, y, z)";
+    assert_eq!((code, c_message(&error).as_str()), (abi::INVALID, expected));
+    let code = unsafe { rk_host_launch(std::ptr::null(), 5, SAXPY_DIMS.as_ptr(), 0, 1, error.as_mut_ptr(), 128) };
+    let expected = "kernel abi_saxpy: args is NULL but n_args is 5";
+    assert_eq!((code, c_message(&error).as_str()), (abi::INVALID, expected));
+    // Nothing ran.
+    assert!(y.iter().all(|&v| v == 5.0));
+}
+
+#[test]
+fn c_abi_reports_kernel_failures() {
+    let (mut x, mut y) = (vec![1.0f32; 128], vec![0.0f32; 128]);
+    // x claims 16 elements only; thread 16 alone reads beyond.
+    let mut args = saxpy_args(&mut x, &mut y, 17, 0);
+    args[0].bytes = 64;
+    let expected = "kernel abi_saxpy: out-of-bounds read from x at element 16 (x has 16 elements) in block (0,0,0) \
+                    thread (16,0,0)";
+    assert_eq!(c_launch(&args, [1, 1, 1, 32, 1, 1], 1), (abi::FAILED, expected.into()));
+    args[3].bits = 128;
+    // Unchecked, the kernel is trusted (threads 0..16 of the failed launch had written y already).
+    y.fill(0.0);
+    assert_eq!(c_launch(&args, SAXPY_DIMS, 0), (abi::OK, String::new()));
+    assert!(y.iter().all(|&v| v == 2.0));
+
+    // A panic in kernel code fails the launch; it neither aborts the process nor unwinds into C.
+    let args = saxpy_args(&mut x, &mut y, 128, 1);
+    let expected = "kernel abi_saxpy: panicked in block (1,0,0) thread (3,0,0): boom at 35";
+    assert_eq!(c_launch(&args, SAXPY_DIMS, 1), (abi::FAILED, expected.into()));
+}
+
+#[test]
+fn a_panic_outside_kernel_code_is_reported_not_unwound() {
+    let mut error = [0xAAu8; 128];
+    let code = unsafe { abi::guarded(error.as_mut_ptr(), error.len(), || panic!("oops {}", 7)) };
+    assert_eq!(code, abi::PANICKED);
+    assert_eq!(c_message(&error), "cuda_std host launch: internal panic: oops 7");
+    let code = unsafe { abi::guarded(error.as_mut_ptr(), error.len(), || Err((abi::FAILED, "no".into()))) };
+    assert_eq!((code, c_message(&error).as_str()), (abi::FAILED, "no"));
+}
+
+#[test]
+fn error_messages_are_truncated_to_the_buffer() {
+    let (mut x, mut y) = (vec![0.0f32; 128], vec![0.0f32; 128]);
+    let args = saxpy_args(&mut x, &mut y, 128, 0);
+    let _shared = no_cancellation();
+    let full = "kernel abi_saxpy takes 5 arguments but 4 were passed";
+    let (code, error) = c_launch_into(&args[..4], SAXPY_DIMS, 0, 1, 256);
+    assert_eq!((code, c_message(&error).as_str()), (abi::INVALID, full));
+    let (code, error) = c_launch_into(&args[..4], SAXPY_DIMS, 0, 1, 10);
+    assert_eq!((code, error.as_slice()), (abi::INVALID, &b"kernel ab\0"[..]));
+    let (code, error) = c_launch_into(&args[..4], SAXPY_DIMS, 0, 1, full.len() + 1);
+    assert_eq!((code, c_message(&error).as_str()), (abi::INVALID, full));
+    let (code, error) = c_launch_into(&args[..4], SAXPY_DIMS, 0, 1, full.len());
+    assert_eq!(
+        (code, c_message(&error).as_str()),
+        (abi::INVALID, &full[..full.len() - 1])
+    );
+    let (code, error) = c_launch_into(&args[..4], SAXPY_DIMS, 0, 1, 1);
+    assert_eq!((code, error.as_slice()), (abi::INVALID, &[0u8][..]));
+    // No buffer: nothing is written, the code still says what happened.
+    let mut untouched = [0xAAu8; 4];
+    let code = unsafe { rk_host_launch(args.as_ptr(), 4, SAXPY_DIMS.as_ptr(), 0, 1, untouched.as_mut_ptr(), 0) };
+    assert_eq!((code, untouched), (abi::INVALID, [0xAA; 4]));
+    let code = unsafe { rk_host_launch(args.as_ptr(), 4, SAXPY_DIMS.as_ptr(), 0, 1, std::ptr::null_mut(), 64) };
+    assert_eq!(code, abi::INVALID);
+
+    // Truncation keeps whole UTF-8 characters.
+    let mut buffer = [0xAAu8; 8];
+    for (capacity, expected) in [(4, "α"), (5, "αβ"), (6, "αβ"), (7, "αβγ"), (2, ""), (3, "α")] {
+        unsafe { abi::write_message(buffer.as_mut_ptr(), capacity, "αβγ") };
+        assert_eq!(c_message(&buffer[..capacity]), expected, "capacity {capacity}");
+    }
+}
+
+/// Starts `launch` on another thread, checks it is still running after 300 ms, calls `cancel` once and waits for
+/// the launch to end; returns its result and the time from `cancel` to the end. Fails after 10 s.
+fn cancel_while_running<T: Send + std::fmt::Debug + 'static>(
+    cancel: fn(),
+    launch: impl FnOnce() -> T + Send + 'static,
+) -> (T, Duration) {
+    let _exclusive = CANCELLATION.write().unwrap_or_else(PoisonError::into_inner);
+    let (sender, receiver) = mpsc::channel();
+    // The closure owns the buffers, so a launch left running by a failed test never outlives them.
+    std::thread::spawn(move || sender.send(launch()));
+    if let Ok(result) = receiver.recv_timeout(Duration::from_millis(300)) {
+        panic!("the launch ended before it was cancelled: {result:?}");
+    }
+    let start = Instant::now();
+    cancel();
+    let result = receiver
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the launch was not interrupted within 10 s");
+    (result, start.elapsed())
+}
+
+/// Latency bound for noticing a cancellation: generous for a loaded 2-core machine; typically well under 1 ms.
+const PROMPTLY: Duration = Duration::from_millis(500);
+
+/// Waits at barriers or in warp shuffles (`mode` 0 or 1) `n` times, and touches no memory.
+#[kernel]
+unsafe fn rendezvous(mode: u32, n: u32) {
+    for _ in 0..n {
+        if mode == 0 {
+            sync_threads();
+        } else {
+            warp_shuffle_xor(FULL, 1u32, 1, 32);
+        }
+    }
+}
+
+/// Calls no emulator function: only the check between CTAs can interrupt it.
+#[kernel]
+unsafe fn nothing() {}
+
+/// Interrupts `kernel` (which must run for more than 300 ms), then checks that the next launch is not affected.
+fn interrupt(kernel: &'static HostKernel, config: LaunchConfig, mut args: Vec<Arg>, buffer: Vec<f32>) {
+    let (result, latency) = cancel_while_running(cancel_launches, move || {
+        let mut buffer = buffer;
+        if let Some(arg) = args.first_mut().filter(|arg| matches!(arg.value, ArgValue::Ptr(_))) {
+            *arg = self::buffer(&mut buffer);
+        }
+        unsafe { super::launch(kernel, &config, &args) }
+    });
+    let err = result.expect_err("the launch should be interrupted");
+    println!(
+        "{} (checked {}): interrupted {latency:?} after the cancel",
+        kernel.name, config.checked
+    );
+    assert_eq!(
+        (err.kind(), err.message()),
+        (
+            LaunchErrorKind::Interrupted,
+            &*format!("kernel {}: interrupted", kernel.name)
+        )
+    );
+    assert!(latency < PROMPTLY, "took {latency:?}");
+}
+
+#[test]
+fn cancel_interrupts_element_loops() {
+    for checked in [true, false] {
+        let config = LaunchConfig {
+            checked,
+            ..config([1, 1, 1], [32, 1, 1], 0)
+        };
+        let args = vec![scalar(ArgValue::Ptr(0)), scalar(ArgValue::U32(u32::MAX))];
+        interrupt(&increments__HOST, config, args, vec![0.0; 32]);
+    }
+}
+
+#[test]
+fn cancel_interrupts_barrier_and_warp_loops() {
+    for mode in [0, 1] {
+        let args = vec![scalar(ArgValue::U32(mode)), scalar(ArgValue::U32(u32::MAX))];
+        interrupt(&rendezvous__HOST, config([1, 1, 1], [64, 1, 1], 0), args, vec![]);
+    }
+}
+
+#[test]
+fn cancel_interrupts_between_ctas() {
+    interrupt(
+        &nothing__HOST,
+        config([1 << 20, 1 << 10, 1], [1, 1, 1], 0),
+        vec![],
+        vec![],
+    );
+}
+
+#[test]
+fn cancel_reaches_only_launches_in_progress() {
+    let _exclusive = CANCELLATION.write().unwrap_or_else(PoisonError::into_inner);
+    cancel_launches();
+    let mut x = vec![0.0f32; 32];
+    let args = [buffer(&mut x), scalar(ArgValue::U32(1000))];
+    unsafe { super::launch(&increments__HOST, &config([1, 1, 1], [32, 1, 1], 0), &args) }.unwrap();
+    assert!(x.iter().all(|&v| v == 1000.0));
+}
+
+#[test]
+fn c_abi_cancel_interrupts_a_launch() {
+    let (result, latency) = cancel_while_running(
+        || unsafe { rk_host_cancel() },
+        || {
+            let (mut x, mut y) = (vec![0.0f32; 128], vec![0.0f32; 128]);
+            let args = saxpy_args(&mut x, &mut y, 128, 2);
+            let (code, error) = c_launch_into(&args, SAXPY_DIMS, 0, 1, 128);
+            (code, c_message(&error))
+        },
+    );
+    println!("abi_saxpy through rk_host_launch: interrupted {latency:?} after rk_host_cancel");
+    assert_eq!(result, (abi::INTERRUPTED, "kernel abi_saxpy: interrupted".into()));
+    assert!(latency < PROMPTLY, "took {latency:?}");
 }
