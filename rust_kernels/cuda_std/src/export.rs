@@ -64,8 +64,10 @@
 /// - 0 (`OK`): success.
 /// - 1 (`INVALID`): refused before anything ran: argument count (`kernel K takes 3 arguments but 2 were passed`),
 ///   an argument (`kernel K: parameter n is i32 but was passed F32(1.0)`, `kernel K: argument 1 (n, i32): unknown
-///   kind 9 ...`, `... bits 0x100000000 do not fit a i32 ...`), dimensions, shared memory (`kernel K: 1099511627776
-///   bytes of dynamic shared memory requested; a block has at most 232448 (227 KiB)`), `checked`, a NULL `dims`.
+///   kind 9 (0 ptr, ...)`, `kernel K: argument 1 (n, i32): bits 0x100000000 do not fit a i32 ...`), dimensions
+///   (`kernel K: grid (4,0,1) has a zero dimension`, `kernel K: block (32,33,1) has 1056 threads; a block has 1 to
+///   1024`), shared memory (`kernel K: 1099511627776 bytes of dynamic shared memory requested; a block has at most
+///   232448 (227 KiB)`), `checked`, a NULL `dims` or `args`.
 /// - 2 (`FAILED`): kernel code failed: out-of-bounds or misaligned access (checked launches), threads that never
 ///   meet at a barrier, a panic in kernel code. Buffers may be partly written.
 /// - 3 (`INTERRUPTED`): `rk_host_cancel()` was called during the launch; the message is `kernel K: interrupted`.
@@ -76,12 +78,14 @@
 ///
 /// # `rk_host_cancel`
 ///
-/// Interrupts every launch of this library in progress: each notices within microseconds to milliseconds (at its
-/// threads' next element access, barrier, warp operation or thread/block index read, or before its next CTA) and
-/// returns 3. Launches started afterwards are not affected, so a cancel that comes before a launch has started is
-/// lost: to interrupt a launch running on a worker thread (Ctrl-C), call it repeatedly until that launch returns.
-/// A kernel thread spinning in a loop that touches none of the above cannot be interrupted. It is per library:
-/// each loaded library has its own copy of the emulator (load them with `RTLD_LOCAL`, ctypes' default).
+/// Interrupts every launch of this library in progress: each notices at its threads' next element access,
+/// barrier, warp operation or thread/block index read, or before its next CTA or thread start, and returns 3 once
+/// every thread of the CTA has left (typically within a few milliseconds; longer on a loaded machine, where the
+/// CTA's threads wait for a core to leave on). Launches started afterwards are not affected, so a cancel that comes
+/// before a launch has started is lost: to interrupt a launch running on a worker thread (Ctrl-C), call it
+/// repeatedly until that launch returns. A kernel thread spinning in a loop that touches none of the above cannot
+/// be interrupted. It is per library: each loaded library has its own copy of the emulator (load them with
+/// `RTLD_LOCAL`, ctypes' default).
 #[macro_export]
 macro_rules! export_host_launch {
     ($entry:ident $(,)?) => {

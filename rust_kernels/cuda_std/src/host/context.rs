@@ -1,7 +1,7 @@
 //! What an emulated thread knows about itself and its launch, kept in a thread-local while it runs the kernel.
 
 use super::cta::Cta;
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -163,31 +163,49 @@ fn preposition(access: &str) -> &'static str {
 }
 
 thread_local! {
-    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    /// The emulated thread running on this OS thread, null outside [`run_as`]. A plain pointer rather than a
+    /// `RefCell`: every element access reads it, and a borrow would cost more than the access checks.
+    static CURRENT: Cell<*const Current> = const { Cell::new(std::ptr::null()) };
 }
 
-/// Makes this OS thread the emulated thread `current` until [`leave`].
-pub(crate) fn enter(current: Current) {
-    CURRENT.set(Some(current));
+/// Runs `f` on this OS thread as the emulated thread `current`.
+pub(crate) fn run_as<R>(current: &Current, f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.set(std::ptr::null());
+        }
+    }
+    CURRENT.set(current);
+    let _reset = Reset; // `current` is not reachable after `run_as`, even if `f` unwinds
+    f()
 }
 
-pub(crate) fn leave() {
-    CURRENT.take();
+/// Runs `f` on the current emulated thread, if this OS thread is one.
+#[inline(always)]
+pub(crate) fn try_with_current<R>(f: impl FnOnce(Option<&Current>) -> R) -> R {
+    // SAFETY: non-null only inside `run_as`, whose `current` outlives the call; `f` cannot keep the reference.
+    f(unsafe { CURRENT.get().as_ref() })
 }
 
 /// Runs `f` on the current emulated thread; `what` names the device function for the panic outside a launch. The
 /// thread leaves the kernel first if its launch was cancelled: index reads, barriers and warp operations come here.
+#[inline(always)]
 pub(crate) fn with_current<R>(what: &str, f: impl FnOnce(&Current) -> R) -> R {
-    CURRENT.with_borrow(|current| match current {
-        Some(current) => f(current),
-        None => panic!(
-            "cuda_std: {what} called outside a kernel launch (the host emulator runs kernels with \
-             `cuda_std::host::launch`)"
-        ),
+    try_with_current(|current| match current {
+        Some(current) => {
+            current.poll_cancel();
+            f(current)
+        }
+        None => outside_a_launch(what),
     })
 }
 
-/// Runs `f` on the current emulated thread, if this OS thread is one.
-pub(crate) fn try_with_current<R>(f: impl FnOnce(Option<&Current>) -> R) -> R {
-    CURRENT.with_borrow(|current| f(current.as_ref()))
+#[cold]
+#[inline(never)]
+fn outside_a_launch(what: &str) -> ! {
+    panic!(
+        "cuda_std: {what} called outside a kernel launch (the host emulator runs kernels with \
+         `cuda_std::host::launch`)"
+    )
 }

@@ -131,7 +131,7 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
     for z in 0..gz {
         for y in 0..gy {
             for x in 0..gx {
-                if false && launch.cancelled() {
+                if launch.cancelled() {
                     return Err(LaunchError {
                         kind: LaunchErrorKind::Interrupted,
                         message: launch.interrupted_message(),
@@ -208,6 +208,11 @@ fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
     let [bx, by, bz] = cta.launch.block;
     thread::scope(|scope| {
         for linear in 0..bx * by * bz {
+            if cta.launch.cancelled() {
+                // Starting the remaining threads would only delay the end: they would leave at once.
+                cta.fail(cta.launch.interrupted_message());
+                break;
+            }
             let current = Current {
                 cta: Arc::clone(cta),
                 thread: [linear % bx, linear / bx % by, linear / (bx * by)],
@@ -226,11 +231,11 @@ fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
 }
 
 fn run_thread(kernel: &HostKernel, current: Current, values: &[ArgValue]) {
-    let (cta, thread, linear) = (Arc::clone(&current.cta), current.thread, current.linear);
-    context::enter(current);
+    let (cta, thread, linear) = (&current.cta, current.thread, current.linear);
     // SAFETY: `launch` checked the arguments against the kernel's parameters; the caller vouches for the buffers.
-    let outcome = panic::catch_unwind(AssertUnwindSafe(|| unsafe { (kernel.call)(values) }));
-    context::leave();
+    let outcome = context::run_as(&current, || {
+        panic::catch_unwind(AssertUnwindSafe(|| unsafe { (kernel.call)(values) }))
+    });
     if let Err(payload) = outcome {
         if !payload.is::<Abort>() {
             cta.fail(format!(

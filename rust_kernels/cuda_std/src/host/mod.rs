@@ -5,6 +5,9 @@
 //! the hardware. Shared memory starts as 0xFF bytes (NaN floats). A checked launch bounds-checks every element
 //! access against the pointer arguments and shared memory. Out-of-bounds accesses, deadlocks and panics in kernel
 //! code fail the launch with a [`LaunchError`] naming the kernel, instead of corrupting memory or hanging.
+//! [`cancel_launches`] interrupts the launches in progress (Ctrl-C); a launch asks for at most
+//! [`MAX_SHARED_MEM_BYTES`] of shared memory. [`abi`] is the C interface that
+//! [`export_host_launch!`](crate::export_host_launch) gives a kernel library loaded from Python.
 
 pub mod abi;
 pub mod atomic;
