@@ -54,7 +54,7 @@ def _tree_digest(target: str) -> str:
 
 def source_key(kernel: Kernel, arch: str | None = None) -> str:
     """Hash of everything that decides the PTX except the toolchain (which a machine without Rust cannot name)."""
-    arch = _target(arch)
+    arch = resolve_target(arch)
     parts = [
         __version__,
         arch,
@@ -68,7 +68,7 @@ def source_key(kernel: Kernel, arch: str | None = None) -> str:
 
 def content_hash(kernel: Kernel, arch: str | None = None) -> str:
     """The cache key: source_key plus the toolchain's identity (rustc -vV and its LLVM tools)."""
-    arch = _target(arch)
+    arch = resolve_target(arch)
     return kcache.sha256(f"{source_key(kernel, arch)}\0{find_toolchain().identity}".encode())
 
 
@@ -77,7 +77,7 @@ def build(kernel: Kernel, arch: str | None = None) -> Path:
     return _built_entry(kernel, config.resolve_arch(arch)).file("kernel.ptx")
 
 
-def _target(arch: str | None) -> str:
+def resolve_target(arch: str | None) -> str:
     """A validated GPU arch (default: config's), or HOST."""
     return HOST if arch == HOST else config.resolve_arch(arch)
 
@@ -231,7 +231,7 @@ def _ptxas(ptxas: Path, crate: Path, arch: str, ptx: str) -> bytes:
 def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:
     """The kernel's entry for `arch` (or HOST): prebuilt in the wheel, else built here when a toolchain exists, else a
     carried one found by source key."""
-    arch = _target(arch)
+    arch = resolve_target(arch)
     prebuilt = _prebuilt(kernel, arch)
     if prebuilt is not None:
         return prebuilt

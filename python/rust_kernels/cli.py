@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from rust_kernels.errors import RustKernelsError
+from rust_kernels.kernels import instances
 
 
 def _build_all(archs: list[str], export: Path | None = None) -> int:
@@ -24,7 +25,6 @@ def _build_all(archs: list[str], export: Path | None = None) -> int:
     from rust_kernels import cache, resources
     from rust_kernels.builder import cached_entry
     from rust_kernels.errors import ToolchainMissing
-    from rust_kernels.kernels import instances
     from rust_kernels.progress import Progress
     from rust_kernels.toolchain import find_ptxas, find_toolchain
 

@@ -96,5 +96,5 @@ def compile(kernel: Kernel, target: str = "ptx", arch: str | None = None) -> Obj
         raise ArgumentError(f"kernel: expected a kernel descriptor (Program.kernel(...)), got {type(kernel).__name__}")
     if target not in TARGETS:
         raise ArgumentError(f"target: expected one of {list(TARGETS)}, got {target!r}")
-    where = builder.HOST if target == "host" else arch or builder.default_arch()
+    where = builder.HOST if target == "host" else builder.resolve_target(arch)
     return ObjectCode(kernel, target, where, builder.cached_entry(kernel, where))
