@@ -1,9 +1,9 @@
 from pathlib import Path
 
 import pytest
+from rust_kernels.paths import SPECS
 
 from rust_kernels.errors import SpecError
-from rust_kernels.paths import SPECS
 from rust_kernels.spec import load_specs, parse_spec
 
 GOOD = (SPECS / "batch_norm_2d_nchw_backward.toml").read_text()

@@ -22,7 +22,7 @@ from rust_kernels.errors import (
     ToolchainMissing,
 )
 from rust_kernels.launch import load
-from rust_kernels.program import ObjectCode, Program, compile  # noqa: A004 (cuda.core's word)
+from rust_kernels.program import ObjectCode, Program, compile
 from rust_kernels.registry import Family, register
 from rust_kernels.version import __version__
 

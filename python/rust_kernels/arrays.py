@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from rust_kernels.errors import ArgumentError, ArgumentTypeError
 from rust_kernels.dtypes import DTYPES, TYPES, name_of, torch_dtype
+from rust_kernels.errors import ArgumentError, ArgumentTypeError
 
 
 def is_torch(a: Any) -> bool:

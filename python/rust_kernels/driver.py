@@ -96,7 +96,6 @@ def stream_handle(stream: Any) -> int:
     )
 
 
-
 @cache
 def max_shared_per_block(device: int) -> int:
     """The most dynamic shared memory one CTA may opt in to on `device`."""

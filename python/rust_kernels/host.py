@@ -48,9 +48,7 @@ def _library(path: Path) -> ctypes.CDLL:
 def _params(library: ctypes.CDLL) -> tuple[tuple[str, str], ...]:
     """The (name, Rust type) of each parameter of the library's kernel, as compiled."""
     count = library.rk_host_param_count()
-    return tuple(
-        (library.rk_host_param_name(i).decode(), library.rk_host_param_type(i).decode()) for i in range(count)
-    )
+    return tuple((library.rk_host_param_name(i).decode(), library.rk_host_param_type(i).decode()) for i in range(count))
 
 
 def _raw(packed: kargs.Packed) -> RawArg:

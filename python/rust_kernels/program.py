@@ -89,7 +89,7 @@ class ObjectCode:
         return CudaKernel(self.kernel, device, self.entry)
 
 
-def compile(kernel: Kernel, target: str = "ptx", arch: str | None = None) -> ObjectCode:  # noqa: A001 (cuda.core's word)
+def compile(kernel: Kernel, target: str = "ptx", arch: str | None = None) -> ObjectCode:
     """Builds (or finds in the cache) `kernel` for `target`: "ptx" at GPU `arch` (default sm_90 or
     $RUST_KERNELS_ARCH), or "host" for the CPU emulator."""
     if not isinstance(kernel, Kernel):
