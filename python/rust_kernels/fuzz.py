@@ -185,6 +185,7 @@ def fuzz(families: list[Family], backend: str, cases: int, seed: int, only: int 
     with Progress(f"fuzz ({backend}, seed {seed})", len(todo)) as progress:
         for index, case in todo:
             progress.advance(str(case))
+            result: check.Result | None
             try:
                 result, why = run_case(case, backend)
             except Exception as err:  # a bug anywhere (reference, transfer, driver) fails the case, not the run
