@@ -7,6 +7,21 @@ import pytest
 
 from rust_kernels import cache as kcache
 
+# Property tests (test_properties.py): "ci", the default, draws a fixed (derandomized) set of examples on the host
+# emulator, so CI is repeatable and bounded; "gpu" (HYPOTHESIS_PROFILE=gpu) draws many fresh ones on the GPU, and a
+# failure prints the seed to reproduce it with (pytest --hypothesis-seed=N) and the shrunk case.
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # a machine without it (the GPU machine, offline) runs everything else
+    collect_ignore = ["test_properties.py"]
+else:
+    _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
+    settings.register_profile("ci", max_examples=200, deadline=None, derandomize=True, database=None,
+                              suppress_health_check=_SLOW, print_blob=True)  # fmt: skip
+    settings.register_profile("gpu", max_examples=2000, deadline=None, database=None,
+                              suppress_health_check=_SLOW, print_blob=True)  # fmt: skip
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests skip cleanly, with the reason, where no CUDA device can be used."""

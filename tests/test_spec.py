@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from rust_kernels.paths import SPECS
 
 from rust_kernels import resources
 from rust_kernels.errors import SpecError

@@ -70,11 +70,46 @@ def check_one(family: Family, plan: Plan, shape: Shape, backend: str, seed: int 
     """Runs the family's op with `plan` on seeded random data and compares every output with the reference."""
     inputs = _inputs(family, shape, plan.kernel.dtype, seed)
     data = inputs if backend == "host" else {k: arrays.to_device(a) for k, a in inputs.items()}
+    return attempt(family, plan, shape, inputs, data, backend)
+
+
+def attempt(
+    family: Family,
+    plan: Plan,
+    shape: Shape,
+    inputs: dict[str, np.ndarray],
+    data: dict[str, Any],
+    backend: str,
+    forced: bool = True,
+) -> Result:
+    """Runs the op on `data` (the `inputs`, placed for `backend`) and compares with the reference; an error the op
+    raises becomes the result's `error`. `forced=False` lets the op choose its plan, which must be `plan` (the
+    family's `choose`): the reference and tolerances follow it."""
     try:
-        got = family.run(plan, data, backend)
+        got = family.run(plan if forced else None, data, backend)
     except RustKernelsError as err:
         return Result(family.name, plan.label, shape, math.inf, math.inf, math.inf, 0.0, str(err))
     return compare(family, plan, shape, inputs, got)
+
+
+ALIGNMENT = 64  # bytes: the base of every buffer `placed` makes (device allocators align to 256 or more)
+
+
+def placed(a: np.ndarray, backend: str, offset: int = 0, channels_last: bool = False) -> Any:
+    """A copy of `a` for `backend` (NumPy for the host, else a device array) that starts `offset` elements past an
+    ALIGNMENT-aligned address inside a bigger buffer, so offset * itemsize decides the pointer's alignment.
+    `channels_last` stores a 4-D array as NHWC behind its NCHW shape: a view that is not C-contiguous."""
+    stored = np.moveaxis(a, 1, -1) if channels_last and a.ndim == 4 else a
+    flat = np.ravel(stored)
+    host = backend == "host"
+    buffer = np.zeros(flat.size + offset + (ALIGNMENT // a.itemsize if host else 0), a.dtype)
+    start = offset + (-buffer.ctypes.data % ALIGNMENT) // a.itemsize if host else offset
+    buffer[start : start + flat.size] = flat
+    device = buffer if host else arrays.to_device(buffer)
+    view = device[start : start + flat.size].reshape(stored.shape)
+    if stored is a:
+        return view
+    return view.permute(0, 3, 1, 2) if arrays.is_torch(view) else view.transpose(0, 3, 1, 2)
 
 
 def cases(backend: str, selected: list[Family] | None = None) -> list[tuple[Family, Plan, Shape]]:
@@ -96,13 +131,13 @@ def run(backend: str, selected: list[Family] | None = None, out: TextIO = sys.st
             progress.advance(f"{plan.label} {shape}")
             result = check_one(family, plan, shape, backend)
             if not result.passed:
-                progress.write(f"FAIL {family.name}: {plan.label} {shape}: {result.error or _figures(result)}")
+                progress.write(f"FAIL {family.name}: {plan.label} {shape}: {result.error or figures(result)}")
             results.append(result)
     report(results, out)
     return results
 
 
-def _figures(r: Result) -> str:
+def figures(r: Result) -> str:
     return f"max abs err {r.max_abs:.3e}, max rel err {r.max_rel:.3e}, err/tol {r.worst:.3f}"
 
 

@@ -7,6 +7,9 @@ check     cross-check every family against its reference (--backend cuda|host, -
 bench     time the ops against PyTorch, torch.compile and the memory bound, and launch overheads, on the GPU
           (python -m rust_kernels bench --help)
 sanitize  run every catalogue kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)
+          (python -m rust_kernels sanitize --help)
+fuzz      random cases (shapes, dtypes, eps, alignments, layouts, plans) against the references
+          (python -m rust_kernels fuzz --help)
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--prebuilt", action="store_true", help="also copy them into the package (for a wheel)")
     commands.add_parser("bench", add_help=False)  # its own options: rust_kernels.bench parses them
     commands.add_parser("sanitize", add_help=False)  # likewise rust_kernels.sanitize
+    commands.add_parser("fuzz", add_help=False)  # and rust_kernels.fuzz
     check = commands.add_parser("check", help="cross-check against the references")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda")
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
@@ -124,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             from rust_kernels.sanitize import main as sanitize_main
 
             return sanitize_main(argv[1:])
+        if argv[:1] == ["fuzz"]:
+            from rust_kernels.fuzz import main as fuzz_main
+
+            return fuzz_main(argv[1:])
         options = parser.parse_args(argv)
         if options.command == "run":
             return _run(options.arch)

@@ -57,8 +57,12 @@ class Family(ABC):
         """Every plan worth cross-checking on this shape (each kernel variant and mode)."""
 
     @abstractmethod
-    def run(self, plan: Plan, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
-        """Runs the op with `plan` on `arrays` (device arrays, or NumPy for the host)."""
+    def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
+        """Runs the op with `plan` (None: the op's own choice) on `arrays` (device arrays, or NumPy for the host)."""
+
+    def choose(self, data: dict[str, Any], backend: str) -> Plan:
+        """The plan the op picks for arrays `data` when none is forced (the one `run(None, data, ...)` launches)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say which plan its op chooses")
 
     @abstractmethod
     def tolerances(

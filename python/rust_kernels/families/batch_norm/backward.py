@@ -124,6 +124,23 @@ def seed(block_hw: int, dtype: str) -> Plan:
     return Plan(BatchNorm2dNchwBackward(block_hw=block_hw, dtype=dtype))
 
 
+def own_plan(
+    shape: common.Shape4,
+    dtype: str,
+    streamed: tuple[Any, ...],
+    backend: str,
+    device: int,
+    deterministic: bool = True,
+    block_hw: int | None = None,
+) -> Plan:
+    """The op's choice for arrays `streamed` (dy, x, and dx where it exists) on `backend`'s device."""
+    from rust_kernels.driver import multiprocessor_count
+
+    alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
+    sms = 1 if backend == "host" else multiprocessor_count(device)
+    return choose(shape, dtype, alignment, sms, deterministic, None if block_hw is None else int(block_hw))
+
+
 # --- the op -----------------------------------------------------------------------------------------------------------
 # Split-kernel workspaces, per (library, device, stream, dtype, mode): every launch leaves them zeroed again, and
 # launches on one stream are ordered, so one workspace per stream is never used by two launches at once.
@@ -188,11 +205,7 @@ def batch_norm_2d_nchw_backward(
         return dx, arrays.zeros(x, channels, dtype), arrays.zeros(x, channels, dtype)
     dweight, dbias = arrays.empty(x, (channels,)), arrays.empty(x, (channels,))
     if plan is None:
-        from rust_kernels.driver import multiprocessor_count
-
-        alignment = math.gcd(16, *(arrays.address(a) for a in (dy, x, dx)))
-        sms = 1 if backend == "host" else multiprocessor_count(device)
-        plan = choose(shape, dtype, alignment, sms, deterministic, None if block_hw is None else int(block_hw))
+        plan = own_plan(shape, dtype, (dy, x, dx), backend, device, deterministic, block_hw)
     head = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)
     tail = (batches, channels, height * width, common.kernel_eps(plan.kernel, eps))
     if plan.kind == "split":
@@ -236,9 +249,10 @@ class Backward(Family):
         rstd = common.rstd(inputs["running_var"], common.kernel_eps(plan.kernel, self.eps))
         per_channel = (slice(None), None, None)
         dx = (weight * rstd)[per_channel] * dy
-        channels = dy.shape[1]
-        terms = (dy * (x - mean[per_channel])).transpose(1, 0, 2, 3).reshape(channels, -1)
-        dys = dy.transpose(1, 0, 2, 3).reshape(channels, -1)
+        batches, channels, height, width = dy.shape
+        per_channel_shape = (channels, batches * height * width)  # not (channels, -1): C may be 0
+        terms = (dy * (x - mean[per_channel])).transpose(1, 0, 2, 3).reshape(per_channel_shape)
+        dys = dy.transpose(1, 0, 2, 3).reshape(per_channel_shape)
         dweight = np.array([math.fsum(row) for row in terms]) * rstd
         dbias = np.array([math.fsum(row) for row in dys])
         return dx, dweight, dbias
@@ -260,9 +274,15 @@ class Backward(Family):
                 out += [Plan(BatchNorm2dNchwBackwardWarp(block, vectorized, dtype=dtype), ctas=1)]
         return out
 
-    def run(self, plan: Plan, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
+    def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
         names = ("dy", "x", "weight", "running_mean", "running_var")
         return batch_norm_2d_nchw_backward(*(arrays[n] for n in names), eps=self.eps, backend=backend, plan=plan)
+
+    def choose(self, data: dict[str, Any], backend: str) -> Plan:
+        """The op's plan: dx, which it allocates, is aligned to 16 bytes or more by every library's allocator."""
+        x = data["x"]
+        device = 0 if backend == "host" else arrays.device_of(x)
+        return own_plan(common.nchw("x", x), arrays.dtype_name(x), (data["dy"], x), backend, device)
 
     def tolerances(
         self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray], ref: tuple[np.ndarray, ...]

@@ -72,17 +72,8 @@ def batch_norm_2d_nchw_forward_inference(
     if y.size == 0:
         return y
     plan = plan or choose(height * width, arrays.dtype_name(x), block_hw)
-    args = (
-        x,
-        y,
-        weight,
-        bias,
-        running_mean,
-        running_var,
-        channels,
-        height * width,
-        common.kernel_eps(plan.kernel, eps),
-    )
+    eps_arg = common.kernel_eps(plan.kernel, eps)
+    args = (x, y, weight, bias, running_mean, running_var, channels, height * width, eps_arg)
     _loaded(plan.kernel, device, backend).launch((channels, batches, 1), plan.kernel.block_dim, args, stream=stream)
     return y
 
@@ -119,10 +110,14 @@ class ForwardInference(Family):
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str) -> list[Plan]:
         return [choose(shape[2] * shape[3], dtype, block) for block in self.blocks]
 
-    def run(self, plan: Plan, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
+    def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
         names = ("x", "weight", "bias", "running_mean", "running_var")
         y = batch_norm_2d_nchw_forward_inference(*(arrays[n] for n in names), eps=self.eps, backend=backend, plan=plan)
         return (y,)
+
+    def choose(self, data: dict[str, Any], backend: str) -> Plan:
+        _, _, height, width = common.nchw("x", data["x"])
+        return choose(height * width, arrays.dtype_name(data["x"]))
 
     def tolerances(
         self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray], ref: tuple[np.ndarray, ...]

@@ -1,0 +1,132 @@
+"""Property-based tests: random cases of every registered family, drawn by hypothesis from rust_kernels.fuzz's
+distribution (shapes with zero-size dimensions, H*W = 1, primes; dtypes; eps; misaligned and channels-last inputs;
+the op's own plan and every plan of the family's), against the float64 references and the families' tolerances.
+
+The "ci" profile (default) runs a fixed set of examples in the host emulator; HYPOTHESIS_PROFILE=gpu runs many fresh
+ones on the GPU (see conftest.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rust_kernels import arrays, check, cli, fuzz, registry
+from rust_kernels.dtypes import DTYPES
+from rust_kernels.families.batch_norm import backward
+from rust_kernels.registry import Family
+
+BACKEND = "cuda" if os.environ.get("HYPOTHESIS_PROFILE") == "gpu" else "host"
+pytestmark = [pytest.mark.gpu] if BACKEND == "cuda" else []
+FAMILIES = registry.families()
+
+
+@st.composite
+def cases(draw: st.DrawFn, family: Family) -> fuzz.Case:
+    return fuzz.draw(family, BACKEND, lambda low, high: draw(st.integers(low, high)))
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+@given(data=st.data())
+def test_random_cases_match_the_reference_or_are_refused_as_they_must(family, data):
+    case = data.draw(cases(family), label="case")
+    _, why = fuzz.run_case(case, BACKEND)
+    assert not why, f"{case}: {why}"
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+@settings(max_examples=max(1, settings.default.max_examples // 4))
+@given(data=st.data())
+def test_the_op_runs_the_plan_its_family_says_it_chooses(family, data):
+    """The plan `choose` names (the reference and tolerances follow it) is the one the op launches: same bits."""
+    case = dataclasses.replace(data.draw(cases(family), label="case"), channels_last=False)
+    inputs = family.inputs(case.shape, case.dtype, case.seed)
+    placed = {name: check.placed(a, BACKEND, case.offset) for name, a in inputs.items()}
+    own = family.run(None, placed, BACKEND)
+    chosen = family.run(family.choose(placed, BACKEND), placed, BACKEND)
+    for a, b in zip(own, chosen, strict=True):
+        assert np.array_equal(arrays.to_host(a).view(np.uint8), arrays.to_host(b).view(np.uint8)), case
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+@pytest.mark.parametrize("dim", range(4), ids=["B=0", "C=0", "H=0", "W=0"])
+def test_zero_size_dimensions_give_empty_outputs_and_zero_sums(family, dim):
+    """As PyTorch: dx (y) of an empty batch is empty and dweight, dbias are zeros."""
+    shape = tuple(0 if i == dim else n for i, n in enumerate((2, 3, 5, 7)))
+    for dtype in family.dtypes:
+        inputs = family.inputs(shape, dtype)
+        data = {name: check.placed(a, BACKEND) for name, a in inputs.items()}
+        outputs = [arrays.to_host(a) for a in family.run(None, data, BACKEND)]
+        assert [o.shape for o in outputs] == [r.shape for r in family.reference(inputs, family.choose(data, BACKEND))]
+        assert all(o.dtype == DTYPES[dtype].numpy_dtype() and not np.any(o.astype(np.float64)) for o in outputs)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_channels_last_inputs_are_refused(family):
+    case = fuzz.Case(family, (2, 3, 4, 5), "f32", None, None, 0, True, 0)
+    result, why = fuzz.run_case(case, BACKEND)
+    assert not why and "contiguous" in result.error
+
+
+@pytest.mark.parametrize(
+    ("dtype", "offset"), [("f32", 1), ("f32", 2), ("f64", 1), ("bf16", 1), ("bf16", 4), ("f16", 6)]
+)
+def test_vectorized_plans_refuse_misaligned_inputs_and_the_op_picks_a_pack_that_fits(dtype, offset):
+    """dy and x start `offset` elements past a 64-byte boundary: a 16- or 8-byte pack that does not divide that is
+    refused by the kernel's launch precondition, one that does runs; the op's own choice always fits."""
+    family, shape = backward.FAMILY, (2, 3, 4, 8)
+    misaligned_by = offset * DTYPES[dtype].size
+    inputs = family.inputs(shape, dtype, seed=1)
+    data = {name: check.placed(a, BACKEND, offset) for name, a in inputs.items()}
+    own = family.choose(data, BACKEND)
+    assert misaligned_by % (backward.unit_elements(own.kernel.vectorized, dtype) * DTYPES[dtype].size) == 0
+    assert check.attempt(family, own, shape, inputs, data, BACKEND, forced=False).passed
+    for plan in family.plans(BACKEND, shape, dtype):
+        if getattr(plan.kernel, "vectorized", 0) == 0:
+            continue
+        pack = backward.unit_elements(plan.kernel.vectorized, dtype) * DTYPES[dtype].size
+        result = check.attempt(family, plan, shape, inputs, data, BACKEND)
+        if misaligned_by % pack:
+            assert fuzz.PRECONDITION in result.error and f"{pack}-byte aligned" in result.error, (plan.label, result)
+        else:
+            assert result.passed, (plan.label, result)
+
+
+def test_the_same_seed_draws_the_same_cases():
+    first = [str(c) for _, c in zip(range(50), fuzz.draws(FAMILIES, "cuda", 11), strict=False)]
+    again = [str(c) for _, c in zip(range(50), fuzz.draws(FAMILIES, "cuda", 11), strict=False)]
+    other = [str(c) for _, c in zip(range(50), fuzz.draws(FAMILIES, "cuda", 12), strict=False)]
+    assert first == again != other
+
+
+def test_cuda_cases_stay_within_their_element_budget_and_cover_the_space():
+    drawn = [c for _, c in zip(range(2000), fuzz.draws(FAMILIES, "cuda", 5), strict=False)]
+    assert max(np.prod(c.shape) for c in drawn) <= 2 ** fuzz.SPACES["cuda"].max_log2_elements
+    assert any(0 in c.shape for c in drawn) and any(c.shape[2] * c.shape[3] == 1 for c in drawn)
+    assert any(c.channels_last for c in drawn) and any(c.offset for c in drawn) and any(c.plan is None for c in drawn)
+    assert {c.family.name for c in drawn} == {f.name for f in FAMILIES}
+
+
+@pytest.mark.skipif(BACKEND != "host", reason="the fuzz command on the host backend")
+def test_fuzz_command_on_the_host(capsys):
+    """Cases drawn uniformly (hypothesis favours small values and shrinks): the distribution's far corners too."""
+    assert cli.main(["fuzz", "--backend", "host", "--cases", "120", "--seed", "2026"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "120 passed, 0 failed (seed 2026)"
+
+
+def test_fuzz_reports_each_failure_with_its_case_and_exits_1(capsys, monkeypatch):
+    def fails_the_third(case, backend, calls=[]):  # noqa: B006 (counts calls)
+        calls.append(case)
+        return None, "wrong" if len(calls) == 3 else ""
+
+    monkeypatch.setattr(fuzz, "run_case", fails_the_third)
+    assert fuzz.main(["--backend", "host", "--cases", "5", "--seed", "9"]) == 1
+    captured = capsys.readouterr()
+    third = [c for _, c in zip(range(3), fuzz.draws(FAMILIES, "host", 9), strict=False)][2]
+    assert f"FAIL case 2: {third}: wrong" in captured.err
+    assert "--seed 9 --only 2" in captured.out
+    assert captured.out.strip().splitlines()[-1] == "4 passed, 1 failed (seed 9)"
