@@ -222,7 +222,6 @@ def test_bad_arch_is_refused_by_every_entry_before_any_work(arch, monkeypatch, t
         lambda: rust_kernels.build(k, arch),
         lambda: rust_kernels.build(k, arch=arch),
         lambda: builder.content_hash(k, arch),
-        lambda: k.content_hash(arch),
         lambda: builder.source_key(k, arch),
         lambda: builder.cached_entry(k, arch),
     ]
