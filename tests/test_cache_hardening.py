@@ -43,6 +43,7 @@ def _corrupt_metas(good: dict, key: str = "") -> dict[str, object]:
         "files-string": {**good, "files": "kernel.ptx"},
         "files-empty": {**good, "files": {}},
         "files-without-kernel.ptx": {**good, "files": lib_only},
+        "gpu-entry-listing-the-host-library": {**good, "files": {**lib_only, kcache.HOST_LIBRARY: kcache.sha256(b"")}},
         # defects in meta.json alone (the files are intact): an entry must name only its own files and a source key
         "file-name-with-a-path": {**good, "files": {**good["files"], f"../{key}/lib.rs": good["files"]["lib.rs"]}},
         "no-source-key": {k: v for k, v in good.items() if k != "source_key"},
@@ -51,7 +52,7 @@ def _corrupt_metas(good: dict, key: str = "") -> dict[str, object]:
 
 
 CASES = list(_corrupt_metas({"files": {"lib.rs": "", "kernel.ptx": ""}, "source_key": ""}))
-GARBAGE_PTX_CASES = CASES[: CASES.index("files-without-kernel.ptx") + 1]
+GARBAGE_PTX_CASES = CASES[: CASES.index("gpu-entry-listing-the-host-library") + 1]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -61,6 +62,7 @@ def test_meta_json_not_a_valid_entry_is_corrupt_and_rebuilt(case, fresh_cache):
     good_meta, good_ptx = _meta(entry), (entry / "kernel.ptx").read_bytes()
     if case in GARBAGE_PTX_CASES:
         (entry / "kernel.ptx").write_text("garbage, never to be served")
+        (entry / kcache.HOST_LIBRARY).write_bytes(b"")
     (entry / "meta.json").write_text(json.dumps(_corrupt_metas(good_meta, entry.name)[case]))
     assert kcache.read_entry(content_hash(k)) is None
     assert rust_kernels.build(k) == entry / "kernel.ptx"
@@ -327,7 +329,7 @@ def test_export_writes_verified_entries(fresh_cache, monkeypatch):
     entry, destination = _export_one(fresh_cache, monkeypatch)
     exported = _exported_entry(destination, entry, monkeypatch)
     assert exported is not None and exported.meta == entry.meta
-    assert list((destination / "tmp").iterdir()) == []
+    assert not (destination / "tmp").exists(), "no empty staging folder left in a carried cache"
 
 
 @pytest.mark.parametrize("damage", ["truncated-ptx", "meta-null", "missing-cubin", "no-meta"])
@@ -377,15 +379,15 @@ def test_export_of_an_entry_corrupted_since_it_was_read_fails_loudly(fresh_cache
     with pytest.raises(CacheError, match=r"no longer matches its meta\.json"):
         kcache.export([entry], fresh_cache / "carried")
     assert not (fresh_cache / "carried" / "kernels" / entry.path.name).exists()
-    assert list((fresh_cache / "carried" / "tmp").iterdir()) == []
+    assert list((fresh_cache / "carried" / "tmp").glob("*")) == []
 
 
 def test_cli_export_repairs_the_target_and_reports_errors(fresh_cache, monkeypatch, capsys):
     """`build --export` over a corrupt target: repaired; to an unwritable target: `error:` and exit status 2."""
-    from rust_kernels import cli
+    from rust_kernels import cli, kernels
 
     one = [BatchNorm2dNchwBackward(block_hw=256)]
-    monkeypatch.setattr(cli, "instances", lambda: one)
+    monkeypatch.setattr(kernels, "instances", lambda: one)
     destination = fresh_cache / "carried"
     assert cli.main(["build", "--export", str(destination)]) == 0
     entry = kcache.read_entry(content_hash(one[0]))
@@ -395,4 +397,4 @@ def test_cli_export_repairs_the_target_and_reports_errors(fresh_cache, monkeypat
     (fresh_cache / "file").write_text("x")
     capsys.readouterr()
     assert cli.main(["build", "--export", str(fresh_cache / "file" / "carried")]) == 2
-    assert capsys.readouterr().err.splitlines()[-1].startswith("error: exporting the cache to ")
+    assert capsys.readouterr().err.splitlines()[-1].startswith("error: exporting the cache to ")  # after progress

@@ -1,7 +1,6 @@
 from pathlib import Path
 
 import pytest
-from rust_kernels.paths import SPECS
 
 from rust_kernels import resources
 from rust_kernels.errors import SpecError

@@ -88,7 +88,7 @@ def build_host(kernel: Kernel) -> Path:
     return entry.file(HOST_LIBRARY)
 
 
-HOST_LIBRARY = "kernel.host.so"
+HOST_LIBRARY = kcache.HOST_LIBRARY
 
 
 def _built_entry(kernel: Kernel, arch: str) -> kcache.Entry:

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from rust_kernels.errors import CacheError
 STALE_UNLOCKED_S = 3600.0
 _KEY = re.compile(r"[0-9a-f]{64}")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+HOST_LIBRARY = "kernel.host.so"  # what an entry for the host emulator (arch "host", builder.HOST) holds, not PTX
 
 
 def cache_dir() -> Path:
@@ -163,13 +164,15 @@ class Entry:
 
 def _verified(path: Path, key: str) -> Entry | None:
     """The entry at `path` if its meta.json is an object naming `key` and a source key, whose `files` maps plain
-    file names (kernel.ptx or the host library among them) to the SHA-256 of the files beside it; else None."""
+    file names to the SHA-256 of the files beside it, among them the file the entry is for: HOST_LIBRARY where its
+    arch is "host", else kernel.ptx. Else None (corrupt)."""
     try:
         meta = json.loads((path / "meta.json").read_text())
         if not isinstance(meta, dict) or meta.get("content_hash") != key or not _is_key(meta.get("source_key")):
             return None
         files = meta.get("files")
-        if not isinstance(files, dict) or not {"kernel.ptx", "kernel.host.so"} & files.keys():
+        main = HOST_LIBRARY if meta.get("arch") == "host" else "kernel.ptx"
+        if not isinstance(files, dict) or main not in files:
             return None
         for name, digest in files.items():
             if name == "meta.json" or not _FILE_NAME.fullmatch(name) or not isinstance(digest, str):
@@ -259,6 +262,8 @@ def export(entries: list[Entry], destination: Path) -> None:
                             )
                         _publish(copy, target, destination)
             write_atomic(destination / "by-source" / entry.meta["source_key"], key.encode())
+        with suppress(OSError):
+            (destination / "tmp").rmdir()  # when empty: a carried cache (or the wheel's _prebuilt/) stays lean
     except OSError as err:
         raise CacheError(
             f"exporting the cache to {destination} failed: {err}; export to a writable directory"
