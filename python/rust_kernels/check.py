@@ -68,7 +68,7 @@ def compare(family: Family, plan: Plan, shape: Shape, inputs: dict[str, np.ndarr
 
 def check_one(family: Family, plan: Plan, shape: Shape, backend: str, seed: int = 0) -> Result:
     """Runs the family's op with `plan` on seeded random data and compares every output with the reference."""
-    inputs = _inputs(family, shape, plan.kernel.dtype, seed)
+    inputs = _inputs(family, shape, family.inputs_key(plan), seed)
     data = inputs if backend == "host" else {k: arrays.to_device(a) for k, a in inputs.items()}
     return attempt(family, plan, shape, inputs, data, backend)
 

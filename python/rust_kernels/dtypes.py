@@ -109,3 +109,8 @@ def torch_dtype(name: str) -> object:
     import torch
 
     return getattr(torch, TYPES[name].numpy)
+
+
+def activations(key: str) -> str:
+    """The activations' dtype of a dtype key: "bf16-f32" (bf16 activations, f32 parameters) -> "bf16"."""
+    return key.split("-")[0]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rust_kernels import arrays, check, registry
-from rust_kernels.dtypes import DTYPES
+from rust_kernels.dtypes import DTYPES, activations
 from rust_kernels.errors import RustKernelsError
 from rust_kernels.launch import BACKENDS
 from rust_kernels.progress import Progress
@@ -155,7 +155,7 @@ def run_case(case: Case, backend: str) -> tuple[check.Result, str]:
         return result, "" if refused else f"a channels-last input was not refused ({result.error or 'it ran'})"
     if not result.error:
         return result, "" if result.passed else check.figures(result)
-    misaligned = case.offset * DTYPES[case.dtype].size % 16 != 0
+    misaligned = case.offset * DTYPES[activations(case.dtype)].size % 16 != 0
     if case.plan is not None and misaligned and PRECONDITION in result.error:
         return result, ""  # a forced plan that needs aligned pointers, refused by its launch precondition
     return result, result.error

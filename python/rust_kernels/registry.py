@@ -46,7 +46,12 @@ class Family(ABC):
 
     @abstractmethod
     def inputs(self, shape: Shape, dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
-        """Seeded random inputs in the storage dtype (so the reference sees exactly what the kernel reads)."""
+        """Seeded random inputs in the storage dtypes of dtype key `dtype` (so the reference sees exactly what the
+        kernel reads). A dtype key is a dtype name, or "activations-parameters" (bf16-f32) for mixed precision."""
+
+    def inputs_key(self, plan: Plan) -> str:
+        """The dtype key of the inputs `plan` runs on (default: its kernel's dtype)."""
+        return plan.kernel.dtype
 
     @abstractmethod
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:

@@ -37,7 +37,9 @@ pub trait Accum:
 
 /// A storage type of kernel data, with the type it is computed in.
 pub trait Float: Copy + 'static {
-    type Acc: Accum;
+    /// The accumulation type, itself a storage type that accumulates in itself: kernel parameters of type `D::Acc`
+    /// (f32 statistics next to bf16 activations, as mixed precision has them) load and store like `D` ones.
+    type Acc: Accum + Float<Acc = Self::Acc>;
     /// 16 bytes of this type, for one vector load or store (`ld.global.v4.b32`) instead of one per element.
     type Pack: Lanes<Elem = Self>;
     /// 8 bytes of this type (`ld.global.v2.b32`), for rows too short for 16-byte packs.

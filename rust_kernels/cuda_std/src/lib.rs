@@ -41,7 +41,7 @@ use host as arch;
 pub mod prelude {
     pub use crate::float::{bf16, f16, Accum, Float, GpuFloat};
     pub use crate::kernel;
-    pub use crate::mem::DevicePtr;
+    pub use crate::mem::{DevicePtr, StoreAcc};
     pub use crate::pack::{Lanes, Pack, Pack8};
     pub use crate::{atomic, shared, thread, warp};
 }

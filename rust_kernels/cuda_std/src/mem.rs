@@ -38,3 +38,19 @@ impl<T: Copy> DevicePtr<T> for *mut T {
         unsafe { crate::arch::mem::element(self, i, "read").read_volatile() }
     }
 }
+
+/// Stores from the accumulation type, whatever the pointee: `*mut D` rounds to D, `*mut D::Acc` stores as is.
+pub trait StoreAcc<A> {
+    /// Writes `value`, converted to the pointee type, to element `i`.
+    ///
+    /// # Safety
+    /// Element `i` must lie inside the allocation `self` points into.
+    unsafe fn store_acc(self, i: usize, value: A);
+}
+
+impl<T: crate::float::Float> StoreAcc<T::Acc> for *mut T {
+    #[inline(always)]
+    unsafe fn store_acc(self, i: usize, value: T::Acc) {
+        unsafe { self.store(i, T::from_acc(value)) }
+    }
+}

@@ -39,7 +39,9 @@ from rust_kernels.families.batch_norm import common
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardSplit,
+    BatchNorm2dNchwBackwardSplitMixed,
     BatchNorm2dNchwBackwardWarp,
+    BatchNorm2dNchwBackwardWarpMixed,
     Kernel,
 )
 from rust_kernels.launch import load
@@ -64,8 +66,9 @@ class Plan:
 
     @property
     def kind(self) -> str:
-        """ "seed", "split" or "warp"."""
-        return self.kernel.name.removeprefix(BatchNorm2dNchwBackward.spec.name).removeprefix("_") or "seed"
+        """ "seed", "split" or "warp" (the mixed-precision variants are kinds of split and warp)."""
+        name = self.kernel.name.removeprefix(BatchNorm2dNchwBackward.spec.name).removeprefix("_")
+        return name.removesuffix("_mixed") or "seed"
 
     @property
     def label(self) -> str:
@@ -89,10 +92,24 @@ def vector_mode(hw: int, dtype: str, alignment: int) -> int:
     return 0
 
 
+def _variants(mixed: bool) -> tuple[type[Kernel], type[Kernel]]:
+    """The split and warp kernels: for one dtype, or for bf16/f16 activations with f32 parameters."""
+    if mixed:
+        return BatchNorm2dNchwBackwardSplitMixed, BatchNorm2dNchwBackwardWarpMixed
+    return BatchNorm2dNchwBackwardSplit, BatchNorm2dNchwBackwardWarp
+
+
 def choose(
-    shape: common.Shape4, dtype: str, alignment: int, sms: int, deterministic: bool = True, block_hw: int | None = None
+    shape: common.Shape4,
+    dtype: str,
+    alignment: int,
+    sms: int,
+    deterministic: bool = True,
+    block_hw: int | None = None,
+    mixed: bool = False,
 ) -> Plan:
-    """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx."""
+    """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx;
+    `mixed`: f32 parameters with bf16/f16 activations."""
     batches, channels, height, width = shape
     hw = height * width
     if batches * hw >= 2**32:
@@ -100,7 +117,7 @@ def choose(
     vectorized = vector_mode(hw, dtype, alignment)
     units = batches * hw // unit_elements(vectorized, dtype)
     if vectorized == 0 and units <= WARP_MAX_UNITS:
-        return warp(channels, block_hw or 128, 0, dtype)
+        return warp(channels, block_hw or 128, 0, dtype, mixed)
     # Measured on the H200 (bench and a sweep of block x split per shape): with C of 1.5 CTAs per SM or more, one
     # CTA per channel is best; fewer channels are split until there are about 2 CTAs per SM, as long as each CTA
     # keeps enough work. Bigger CTAs pay off only when each has a lot to stream.
@@ -110,12 +127,12 @@ def choose(
             split *= 2
     per_cta = units // split
     block = block_hw or (512 if per_cta >= 16384 else 256 if per_cta >= 4096 else 128)
-    return Plan(BatchNorm2dNchwBackwardSplit(block, vectorized, int(deterministic), dtype=dtype), split)
+    return Plan(_variants(mixed)[0](block, vectorized, int(deterministic), dtype=dtype), split)
 
 
-def warp(channels: int, block_hw: int, vectorized: int, dtype: str) -> Plan:
+def warp(channels: int, block_hw: int, vectorized: int, dtype: str, mixed: bool = False) -> Plan:
     """The warp-per-channel kernel, with a warp for every channel."""
-    kernel = BatchNorm2dNchwBackwardWarp(block_hw, vectorized, dtype=dtype)
+    kernel = _variants(mixed)[1](block_hw, vectorized, dtype=dtype)
     return Plan(kernel, ctas=max(1, -(-channels // (block_hw // 32))))
 
 
@@ -132,13 +149,15 @@ def own_plan(
     device: int,
     deterministic: bool = True,
     block_hw: int | None = None,
+    mixed: bool = False,
 ) -> Plan:
     """The op's choice for arrays `streamed` (dy, x, and dx where it exists) on `backend`'s device."""
     from rust_kernels.driver import multiprocessor_count
 
     alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
     sms = 1 if backend == "host" else multiprocessor_count(device)
-    return choose(shape, dtype, alignment, sms, deterministic, None if block_hw is None else int(block_hw))
+    block = None if block_hw is None else int(block_hw)
+    return choose(shape, dtype, alignment, sms, deterministic, block, mixed)
 
 
 # --- the op -----------------------------------------------------------------------------------------------------------
@@ -183,14 +202,16 @@ def batch_norm_2d_nchw_backward(
     deterministic: bool = True,
     plan: Plan | None = None,
 ) -> tuple[Any, Any, Any]:
-    """(dx, dweight, dbias) of BatchNorm2d over NCHW `x` with frozen running statistics.
+    """(dx, dweight, dbias) of BatchNorm2d over NCHW `x` with frozen running statistics. dy and x share a dtype;
+    weight and the statistics have it too, or f32 with bf16/f16 activations (torch.autocast's pairing), and dweight
+    and dbias come in the parameters' dtype. f32 accumulation for f32, bf16 and f16.
 
     The launch plan is chosen per shape (`block_hw` fixes its CTA size). The CTAs sharing a channel combine their
     partial sums in a fixed order, so results are bit-identical run to run; `deterministic=False` combines them with
     float atomics instead. `plan` overrides the choice. Empty inputs give empty dx and zero dweight, dbias."""
     shape = common.nchw("x", x)
     batches, channels, height, width = shape
-    dtype = common.check_inputs(
+    dtype, param = common.check_inputs(
         "x", shape, {"x": x, "dy": dy}, {"weight": weight, "running_mean": running_mean, "running_var": running_var},
         backend,
     )  # fmt: skip
@@ -202,10 +223,10 @@ def batch_norm_2d_nchw_backward(
     device = 0 if backend == "host" else arrays.device_of(x)
     dx = arrays.empty(x, shape)
     if dx.size == 0 or channels == 0:  # nothing to launch: PyTorch's results for an empty batch
-        return dx, arrays.zeros(x, channels, dtype), arrays.zeros(x, channels, dtype)
-    dweight, dbias = arrays.empty(x, (channels,)), arrays.empty(x, (channels,))
+        return dx, arrays.zeros(x, channels, param), arrays.zeros(x, channels, param)
+    dweight, dbias = arrays.empty(weight, (channels,)), arrays.empty(weight, (channels,))
     if plan is None:
-        plan = own_plan(shape, dtype, (dy, x, dx), backend, device, deterministic, block_hw)
+        plan = own_plan(shape, dtype, (dy, x, dx), backend, device, deterministic, block_hw, param != dtype)
     head = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)
     tail = (batches, channels, height * width, common.kernel_eps(plan.kernel, eps))
     if plan.kind == "split":
@@ -222,7 +243,9 @@ def batch_norm_2d_nchw_backward(
 # --- the family: reference, tolerances, checks, bench -------------------------------------------------------------
 class Backward(Family):
     name = "batch_norm_2d_nchw_backward"
-    kernels = ("batch_norm_2d_nchw_backward", "batch_norm_2d_nchw_backward_split", "batch_norm_2d_nchw_backward_warp")
+    kernels = ("batch_norm_2d_nchw_backward", "batch_norm_2d_nchw_backward_split", "batch_norm_2d_nchw_backward_warp",
+               "batch_norm_2d_nchw_backward_split_mixed", "batch_norm_2d_nchw_backward_warp_mixed")  # fmt: skip
+    dtypes = common.DTYPE_KEYS
     outputs = ("dx", "dweight", "dbias")
     suites = {  # noqa: RUF012
         "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (8, 1, 28, 28), (2, 4, 256, 256),
@@ -237,6 +260,9 @@ class Backward(Family):
     seed_blocks = (32, 256, 1024)
     variant_blocks = {"cuda": (128, 512), "host": (128,)}  # noqa: RUF012
     splits = {"cuda": (1, 3, 16), "host": (1, 3)}  # noqa: RUF012
+
+    def inputs_key(self, plan: Plan) -> str:  # type: ignore[override]
+        return common.plan_key(plan.kernel)
 
     def inputs(self, shape: tuple[int, ...], dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
         names = ("dy", "x", "weight", "running_mean", "running_var")
@@ -260,18 +286,21 @@ class Backward(Family):
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str) -> list[Plan]:
         """The seed kernel at three CTA sizes; the split kernel in each mode with and without splitting; the warp
         kernel with a warp per channel and with one CTA striding over all channels (vectorized variants only where
-        their packs divide H*W)."""
-        out = [seed(block, dtype) for block in self.seed_blocks]
+        their packs divide H*W). Mixed keys (bf16-f32) check the mixed-precision variants."""
+        mixed = dtype in common.MIXED
+        dtype = common.split_key(dtype)[0]
+        split_class, warp_class = _variants(mixed)
+        out = [] if mixed else [seed(block, dtype) for block in self.seed_blocks]
         hw = shape[2] * shape[3]
         for block in self.variant_blocks[backend]:
             for vectorized in (0, 1, 2):
                 if hw % unit_elements(vectorized, dtype):
                     continue  # its packs do not divide a row
                 for det in (0, 1):
-                    kernel = BatchNorm2dNchwBackwardSplit(block, vectorized, det, dtype=dtype)
+                    kernel = split_class(block, vectorized, det, dtype=dtype)
                     out += [Plan(kernel, split) for split in self.splits[backend]]
-                out += [warp(shape[1], block, vectorized, dtype)]
-                out += [Plan(BatchNorm2dNchwBackwardWarp(block, vectorized, dtype=dtype), ctas=1)]
+                out += [warp(shape[1], block, vectorized, dtype, mixed)]
+                out += [Plan(warp_class(block, vectorized, dtype=dtype), ctas=1)]
         return out
 
     def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
@@ -282,14 +311,18 @@ class Backward(Family):
         """The op's plan: dx, which it allocates, is aligned to 16 bytes or more by every library's allocator."""
         x = data["x"]
         device = 0 if backend == "host" else arrays.device_of(x)
-        return own_plan(common.nchw("x", x), arrays.dtype_name(x), (data["dy"], x), backend, device)
+        dtype, mixed = arrays.dtype_name(x), arrays.dtype_name(data["weight"]) != arrays.dtype_name(x)
+        return own_plan(common.nchw("x", x), dtype, (data["dy"], x), backend, device, mixed=mixed)
 
     def tolerances(
         self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray], ref: tuple[np.ndarray, ...]
     ) -> list[np.ndarray]:
         dtype = plan.kernel.dtype
         dy, x, var, mean = (np.asarray(inputs[n], np.float64) for n in ("dy", "x", "running_var", "running_mean"))
-        u, us = DTYPES[dtype].unit_roundoff, DTYPES[dtype].storage_roundoff
+        u = DTYPES[dtype].unit_roundoff
+        # dx is stored in the activations' type, dweight and dbias in the parameters' (f32 for mixed kernels).
+        param = common.split_key(common.plan_key(plan.kernel))[1]
+        storage = [DTYPES[d].storage_roundoff for d in (dtype, param, param)]
         depth = summation_depth(plan, shape)
         rstd = common.rstd(var, common.kernel_eps(plan.kernel, self.eps))
         abs_dy = np.abs(dy).sum(axis=(0, 2, 3))
@@ -303,12 +336,13 @@ class Backward(Family):
         reference = [6 * U64 * dx, 3 * U64 * rstd * abs_terms + 6 * U64 * dweight, 2 * U64 * abs_dy]
         tiny = common.floor(dtype)
         return [
-            (1 + us) * k + us * r + e + tiny for k, r, e in zip(kernel, (dx, dweight, dbias), reference, strict=True)
+            (1 + us) * k + us * r + e + tiny
+            for us, k, r, e in zip(storage, kernel, (dx, dweight, dbias), reference, strict=True)
         ]
 
     def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
         """Read dy and x, write dx."""
-        return 3 * math.prod(shape) * DTYPES[dtype].size
+        return 3 * math.prod(shape) * DTYPES[common.split_key(dtype)[0]].size
 
     def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
         import torch

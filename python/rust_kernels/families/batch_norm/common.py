@@ -29,23 +29,51 @@ def nchw(name: str, x: Any) -> Shape4:
     return b, c, h, w
 
 
-def check_inputs(x_name: str, shape: Shape4, same: dict[str, Any], per_channel: dict[str, Any], backend: str) -> str:
+# Mixed precision, as torch.autocast runs batch norm: bf16/f16 activations with f32 parameters and statistics. In
+# test and bench dtype keys, "bf16-f32" names that pairing; a plain name is one dtype for everything.
+MIXED = {"bf16-f32": ("bf16", "f32"), "f16-f32": ("f16", "f32")}
+DTYPE_KEYS = ("f32", "f64", "bf16", "f16", *MIXED)
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(activation dtype, parameter dtype) of a dtype key."""
+    return MIXED.get(key, (key, key))
+
+
+def plan_key(kernel: Kernel) -> str:
+    """The dtype key a kernel runs on: its dtype, with f32 parameters for the mixed-precision variants."""
+    return f"{kernel.dtype}-f32" if kernel.name.endswith("_mixed") else kernel.dtype
+
+
+def check_inputs(
+    x_name: str, shape: Shape4, same: dict[str, Any], per_channel: dict[str, Any], backend: str
+) -> tuple[str, str]:
     """Checks shapes and dtypes against x (`same`: arrays shaped like x, `per_channel`: [C] arrays); returns the
-    dtype name. All arrays share x's dtype."""
+    activations' and the parameters' dtype names: x's for both, or f32 parameters for bf16/f16 x (autocast's
+    pairing)."""
     check_backend(backend)
     channels = shape[1]
     for name, a in same.items():
         expect_shape(name, a, shape)
     for name, a in per_channel.items():
         expect_shape(name, a, (channels,))
-    first = next(iter(same.values()))
-    dtype = arrays.dtype_name(first)
+    dtype = arrays.dtype_name(next(iter(same.values())))
     if dtype not in DTYPES:
         raise ArgumentError(f"{x_name}: expected a floating dtype among {sorted(DTYPES)}, got {dtype}")
-    for name, a in {**same, **per_channel}.items():
+    for name, a in same.items():
         if arrays.dtype_name(a) != dtype:
             raise ArgumentError(f"{name}: expected dtype {dtype} like {x_name}, got {arrays.dtype_name(a)}")
-    return dtype
+    first_name, first = next(iter(per_channel.items()))
+    param = arrays.dtype_name(first)
+    allowed = {dtype, "f32"} if DTYPES[dtype].acc == "f32" and dtype != "f32" else {dtype}
+    if param not in allowed:
+        raise ArgumentError(
+            f"{first_name}: expected dtype {' or '.join(sorted(allowed))} with {x_name} in {dtype}, got {param}"
+        )
+    for name, a in per_channel.items():
+        if arrays.dtype_name(a) != param:
+            raise ArgumentError(f"{name}: expected dtype {param} like {first_name}, got {arrays.dtype_name(a)}")
+    return dtype, param
 
 
 def check_eps(eps: object) -> float:
@@ -64,9 +92,9 @@ def rstd(running_var: np.ndarray, eps: float) -> np.ndarray:
     return 1.0 / np.sqrt(np.asarray(running_var, np.float64) + eps)
 
 
-def random_inputs(shape: Shape4, dtype: str, seed: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def random_inputs(shape: Shape4, key: str, seed: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Standard-normal activations and gradients, weights in [0.5, 1.5], biases and means of scale 0.5, variances
-    in [0.5, 2], rounded to the storage type."""
+    in [0.5, 2], rounded to the storage types of dtype key `key`."""
     rng = np.random.default_rng(seed)
     channels = shape[1]
     draw = {
@@ -77,8 +105,8 @@ def random_inputs(shape: Shape4, dtype: str, seed: int, names: tuple[str, ...]) 
         "running_mean": lambda: rng.standard_normal(channels) * 0.5,
         "running_var": lambda: rng.uniform(0.5, 2.0, channels),
     }
-    storage = DTYPES[dtype].numpy_dtype()
-    return {name: draw[name]().astype(storage) for name in names}
+    activations, parameters = (DTYPES[d].numpy_dtype() for d in split_key(key))
+    return {name: draw[name]().astype(activations if name in ("dy", "x") else parameters) for name in names}
 
 
 def gamma(u: float, n: int) -> float:

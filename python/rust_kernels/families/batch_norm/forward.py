@@ -20,7 +20,11 @@ import numpy as np
 from rust_kernels import arrays
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common
-from rust_kernels.kernels import BatchNorm2dNchwForwardInference, Kernel  # type: ignore[attr-defined]
+from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dNchwForwardInference,
+    BatchNorm2dNchwForwardInferenceMixed,
+    Kernel,
+)
 from rust_kernels.launch import load
 from rust_kernels.registry import Family, register
 
@@ -36,10 +40,15 @@ class Plan:
         return self.kernel.id
 
 
-def choose(hw: int, dtype: str, block_hw: int | None = None) -> Plan:
-    """A CTA per (b, c) row: about four elements per thread, from 32 to 512 threads."""
+MAX_GRID_Y = 65535  # the batch is grid y: larger batches launch in chunks
+
+
+def choose(hw: int, dtype: str, block_hw: int | None = None, mixed: bool = False) -> Plan:
+    """A CTA per (b, c) row: about four elements per thread, from 32 to 512 threads. `mixed`: f32 parameters with
+    bf16/f16 activations."""
     block = block_hw or min(512, max(32, 1 << max(0, math.ceil(hw / 4) - 1).bit_length()))
-    return Plan(BatchNorm2dNchwForwardInference(block, dtype=dtype))
+    kind = BatchNorm2dNchwForwardInferenceMixed if mixed else BatchNorm2dNchwForwardInference
+    return Plan(kind(block, dtype=dtype))
 
 
 @cache
@@ -59,10 +68,11 @@ def batch_norm_2d_nchw_forward_inference(
     stream: Any = None,
     plan: Plan | None = None,
 ) -> Any:
-    """y = (x - running_mean) * rstd * weight + bias over NCHW `x`, per channel, with frozen statistics."""
+    """y = (x - running_mean) * rstd * weight + bias over NCHW `x`, per channel, with frozen statistics. The
+    parameters and statistics share x's dtype, or are f32 with bf16/f16 x (torch.autocast's pairing); y has x's."""
     shape = common.nchw("x", x)
     batches, channels, height, width = shape
-    common.check_inputs(
+    dtype, param = common.check_inputs(
         "x", shape, {"x": x},
         {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var}, backend,
     )  # fmt: skip
@@ -71,16 +81,30 @@ def batch_norm_2d_nchw_forward_inference(
     y = arrays.empty(x, shape)
     if y.size == 0:
         return y
-    plan = plan or choose(height * width, arrays.dtype_name(x), block_hw)
+    plan = plan or choose(height * width, dtype, block_hw, param != dtype)
     eps_arg = common.kernel_eps(plan.kernel, eps)
-    args = (x, y, weight, bias, running_mean, running_var, channels, height * width, eps_arg)
-    _loaded(plan.kernel, device, backend).launch((channels, batches, 1), plan.kernel.block_dim, args, stream=stream)
+    loaded = _loaded(plan.kernel, device, backend)
+    for start in range(0, batches, MAX_GRID_Y):
+        stop = min(batches, start + MAX_GRID_Y)
+        args = (
+            x[start:stop],
+            y[start:stop],
+            weight,
+            bias,
+            running_mean,
+            running_var,
+            channels,
+            height * width,
+            eps_arg,
+        )
+        loaded.launch((channels, stop - start, 1), plan.kernel.block_dim, args, stream=stream)
     return y
 
 
 class ForwardInference(Family):
     name = "batch_norm_2d_nchw_forward_inference"
-    kernels = ("batch_norm_2d_nchw_forward_inference",)
+    kernels = ("batch_norm_2d_nchw_forward_inference", "batch_norm_2d_nchw_forward_inference_mixed")
+    dtypes = common.DTYPE_KEYS
     outputs = ("y",)
     suites = {  # noqa: RUF012
         "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (32, 64, 28, 28), (3, 5, 1, 1031)],
@@ -91,6 +115,9 @@ class ForwardInference(Family):
     ops = {"batch_norm_2d_nchw_forward_inference": batch_norm_2d_nchw_forward_inference}  # noqa: RUF012
     eps = 1e-5
     blocks = (32, 128, 1024)
+
+    def inputs_key(self, plan: Plan) -> str:  # type: ignore[override]
+        return common.plan_key(plan.kernel)
 
     def inputs(self, shape: tuple[int, ...], dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
         names = ("x", "weight", "bias", "running_mean", "running_var")
@@ -108,7 +135,8 @@ class ForwardInference(Family):
         return (t + bias,)
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str) -> list[Plan]:
-        return [choose(shape[2] * shape[3], dtype, block) for block in self.blocks]
+        storage = common.split_key(dtype)[0]
+        return [choose(shape[2] * shape[3], storage, block, dtype in common.MIXED) for block in self.blocks]
 
     def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
         names = ("x", "weight", "bias", "running_mean", "running_var")
@@ -117,7 +145,8 @@ class ForwardInference(Family):
 
     def choose(self, data: dict[str, Any], backend: str) -> Plan:
         _, _, height, width = common.nchw("x", data["x"])
-        return choose(height * width, arrays.dtype_name(data["x"]))
+        dtype = arrays.dtype_name(data["x"])
+        return choose(height * width, dtype, mixed=arrays.dtype_name(data["weight"]) != dtype)
 
     def tolerances(
         self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray], ref: tuple[np.ndarray, ...]
@@ -131,7 +160,7 @@ class ForwardInference(Family):
 
     def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
         """Read x, write y."""
-        return 2 * math.prod(shape) * DTYPES[dtype].size
+        return 2 * math.prod(shape) * DTYPES[common.split_key(dtype)[0]].size
 
     def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
         import torch
