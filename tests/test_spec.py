@@ -23,8 +23,11 @@ def test_the_catalogue_parses():
     assert names == [
         "batch_norm_2d_nchw_backward",
         "batch_norm_2d_nchw_backward_split",
+        "batch_norm_2d_nchw_backward_split_mixed",
         "batch_norm_2d_nchw_backward_warp",
+        "batch_norm_2d_nchw_backward_warp_mixed",
         "batch_norm_2d_nchw_forward_inference",
+        "batch_norm_2d_nchw_forward_inference_mixed",
     ]
 
 

@@ -131,7 +131,8 @@ def run_tool(sanitizer: Path, tool: str, log: Path, timeout: float, families: li
     if families:
         command += ["--family", *families]
     # Every array an allocation of its own (no caching allocator sub-allocating from big blocks).
-    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "RUST_KERNELS_QUIET": "1"}
+    child = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "RUST_KERNELS_QUIET": "1"}  # set for the child, not read here
+    env = os.environ | child
     with log.open("a") as out:
         out.write(f"\n===== {tool}: {' '.join(command)}\n")
         out.flush()
