@@ -86,7 +86,7 @@ def test_shape_errors_come_before_any_launch():
     dy, x, weight, mean, var = inputs((2, 3, 4, 5), "f32")
     with pytest.raises(ValueError, match=r"weight: expected shape \(3,\), got \(4,\)"):
         ops.batch_norm_2d_nchw_backward(dy, x, np.ones(4, np.float32), mean, var, backend="host")
-    with pytest.raises(ValueError, match=r"running_var: expected dtype f32 like x, got f64"):
+    with pytest.raises(ValueError, match=r"running_var: expected dtype f32 like weight, got f64"):
         ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var.astype(np.float64), backend="host")
     with pytest.raises(ValueError, match=r"x: expected an NCHW array"):
         ops.batch_norm_2d_nchw_backward(dy, x[0], weight, mean, var, backend="host")
@@ -191,3 +191,25 @@ def test_ctrl_c_interrupts_a_long_host_launch():
     assert time.perf_counter() - start < 3.0
     spin.launch(1, 32, (x, out, 10))  # the library still launches afterwards
     assert out[0] == 10
+
+
+def test_torch_native_signatures_in_eval_mode():
+    """Issue 8.3: ops mirroring torch's native functions; training=True is refused, never a wrong answer."""
+    fwd = family("batch_norm_2d_nchw_forward_inference").inputs((2, 3, 4, 5), "bf16-f32")
+    x, weight, bias, mean, var = (fwd[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
+    y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, backend="host")
+    want = ops.batch_norm_2d_nchw_forward_inference(x, weight, bias, mean, var, backend="host")
+    assert np.array_equal(y, want) and y.dtype == x.dtype and save_mean.shape == save_invstd.shape == (0,)
+    dy = x[::-1].copy()
+    dx, dweight, dbias = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, backend="host")
+    assert dweight.dtype == dbias.dtype == np.float32 and dx.dtype == x.dtype  # the parameters' dtype, as torch
+    for call in (
+        lambda: ops.batch_norm_2d_forward(x, weight, bias, mean, var, training=True, backend="host"),
+        lambda: ops.batch_norm_2d_backward(dy, x, weight, mean, var, None, None, training=True, backend="host"),
+    ):
+        with pytest.raises(NotImplementedError, match="training=True needs the training-mode kernels"):
+            call()
+    with pytest.raises(ArgumentError, match=r"weight: expected dtype bf16 or f32 with x in bf16, got f64"):
+        ops.batch_norm_2d_forward(x, weight.astype(np.float64), bias, mean, var, backend="host")
+    with pytest.raises(ArgumentError, match=r"running_var: expected dtype f32 like weight, got bf16"):
+        ops.batch_norm_2d_forward(x, weight, bias, mean, var.astype(x.dtype), backend="host")

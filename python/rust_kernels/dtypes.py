@@ -94,13 +94,21 @@ DTYPES: dict[str, FloatType] = {
 }
 
 
+_NAMES: dict[object, str] = {}  # dtype object -> our name: ops look dtypes up on every call
+
+
 def name_of(dtype: object) -> str:
     """Our name for a NumPy, PyTorch or CuPy dtype ("float32", torch.float32 -> "f32"); else the dtype's own name.
     NumPy byte order is part of the type: a big-endian array is not an f32 array."""
-    if isinstance(dtype, np.dtype) and dtype.byteorder == ">":
-        return f"big-endian {dtype.name}"
-    raw = str(dtype).removeprefix("torch.")
-    return BY_NUMPY.get(raw, raw)
+    name = _NAMES.get(dtype)
+    if name is None:
+        if isinstance(dtype, np.dtype) and dtype.byteorder == ">":
+            name = f"big-endian {dtype.name}"
+        else:
+            raw = str(dtype).removeprefix("torch.")
+            name = BY_NUMPY.get(raw, raw)
+        _NAMES[dtype] = name
+    return name
 
 
 @cache

@@ -99,6 +99,7 @@ def _variants(mixed: bool) -> tuple[type[Kernel], type[Kernel]]:
     return BatchNorm2dNchwBackwardSplit, BatchNorm2dNchwBackwardWarp
 
 
+@cache  # a pure function of its arguments: the op asks it on every call
 def choose(
     shape: common.Shape4,
     dtype: str,
@@ -240,6 +241,28 @@ def batch_norm_2d_nchw_backward(
     return dx, dweight, dbias
 
 
+def batch_norm_2d_backward(
+    dy: Any,
+    x: Any,
+    weight: Any,
+    running_mean: Any,
+    running_var: Any,
+    save_mean: Any = None,
+    save_invstd: Any = None,
+    training: bool = False,
+    eps: float = 1e-5,
+    backend: str = "cuda",
+    stream: Any = None,
+    deterministic: bool = True,
+) -> tuple[Any, Any, Any]:
+    """(dx, dweight, dbias), as torch.ops.aten.native_batch_norm_backward for NCHW x with output_mask all True.
+    Eval mode uses the running statistics (save_mean and save_invstd, empty in eval mode, are not read);
+    training=True raises NotImplementedError until the training-mode kernels land."""
+    common.check_eval_mode("batch_norm_2d_backward", training)
+    return batch_norm_2d_nchw_backward(dy, x, weight, running_mean, running_var, eps, backend=backend, stream=stream,
+                                       deterministic=deterministic)  # fmt: skip
+
+
 # --- the family: reference, tolerances, checks, bench -------------------------------------------------------------
 class Backward(Family):
     name = "batch_norm_2d_nchw_backward"
@@ -255,7 +278,10 @@ class Backward(Family):
     }  # fmt: skip
     bench_shapes = [(32, 256, 56, 56), (32, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
                     (32, 1024, 14, 14), (128, 128, 56, 56), (32, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
-    ops = {"batch_norm_2d_nchw_backward": batch_norm_2d_nchw_backward}  # noqa: RUF012
+    ops = {  # noqa: RUF012
+        "batch_norm_2d_nchw_backward": batch_norm_2d_nchw_backward,
+        "batch_norm_2d_backward": batch_norm_2d_backward,
+    }
     eps = 1e-5
     seed_blocks = (32, 256, 1024)
     variant_blocks = {"cuda": (128, 512), "host": (128,)}  # noqa: RUF012

@@ -17,7 +17,7 @@ Shape4 = tuple[int, int, int, int]
 
 
 def expect_shape(name: str, a: Any, shape: tuple[int, ...]) -> None:
-    if tuple(getattr(a, "shape", ())) != shape:
+    if getattr(a, "shape", None) != shape:
         raise ArgumentError(f"{name}: expected shape {shape}, got {tuple(getattr(a, 'shape', ()))}")
 
 
@@ -118,3 +118,19 @@ def floor(dtype: str) -> float:
     """Absolute floor of a tolerance: underflow in the accumulation type and rounding to a subnormal of storage."""
     info = DTYPES[dtype]
     return float(np.finfo(info.acc_numpy).tiny) * 4 + info.smallest_subnormal
+
+
+TRAINING_LATER = (
+    "training=True needs the training-mode kernels (batch statistics), a later step of rust_kernels; use eval mode "
+    "(frozen running statistics), or torch.nn.functional.batch_norm for training"
+)
+
+
+def check_eval_mode(op: str, training: object, momentum: object = 0.1) -> None:
+    """The torch-native signatures take training and momentum; only eval mode runs here so far."""
+    if not isinstance(training, bool):
+        raise ArgumentError(f"training: expected True or False, got {training!r}")
+    if isinstance(momentum, bool) or not isinstance(momentum, int | float | np.floating):
+        raise ArgumentError(f"momentum: expected a number, got {momentum!r}")
+    if training:
+        raise NotImplementedError(f"{op}: {TRAINING_LATER}")

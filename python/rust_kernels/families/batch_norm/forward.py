@@ -43,6 +43,7 @@ class Plan:
 MAX_GRID_Y = 65535  # the batch is grid y: larger batches launch in chunks
 
 
+@cache  # a pure function of its arguments: the op asks it on every call
 def choose(hw: int, dtype: str, block_hw: int | None = None, mixed: bool = False) -> Plan:
     """A CTA per (b, c) row: about four elements per thread, from 32 to 512 threads. `mixed`: f32 parameters with
     bf16/f16 activations."""
@@ -101,6 +102,28 @@ def batch_norm_2d_nchw_forward_inference(
     return y
 
 
+def batch_norm_2d_forward(
+    x: Any,
+    weight: Any,
+    bias: Any,
+    running_mean: Any,
+    running_var: Any,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+    backend: str = "cuda",
+    stream: Any = None,
+) -> tuple[Any, Any, Any]:
+    """(y, save_mean, save_invstd), as torch.ops.aten.native_batch_norm for NCHW x. Eval mode (frozen running
+    statistics): save_mean and save_invstd are empty, as PyTorch returns them in eval mode. training=True raises
+    NotImplementedError until the training-mode kernels land."""
+    common.check_eval_mode("batch_norm_2d_forward", training, momentum)
+    y = batch_norm_2d_nchw_forward_inference(x, weight, bias, running_mean, running_var, eps, backend=backend,
+                                             stream=stream)  # fmt: skip
+    empty = arrays.empty(running_mean, (0,))
+    return y, empty, empty
+
+
 class ForwardInference(Family):
     name = "batch_norm_2d_nchw_forward_inference"
     kernels = ("batch_norm_2d_nchw_forward_inference", "batch_norm_2d_nchw_forward_inference_mixed")
@@ -112,7 +135,10 @@ class ForwardInference(Family):
     }
     bench_shapes = [(32, 256, 56, 56), (64, 512, 28, 28), (32, 1024, 14, 14), (32, 2048, 7, 7),  # noqa: RUF012
                     (8, 32, 8, 8)]  # fmt: skip
-    ops = {"batch_norm_2d_nchw_forward_inference": batch_norm_2d_nchw_forward_inference}  # noqa: RUF012
+    ops = {  # noqa: RUF012
+        "batch_norm_2d_nchw_forward_inference": batch_norm_2d_nchw_forward_inference,
+        "batch_norm_2d_forward": batch_norm_2d_forward,
+    }
     eps = 1e-5
     blocks = (32, 128, 1024)
 
