@@ -108,3 +108,15 @@ def test_ops_run_on_torchs_current_stream_and_are_captured_by_cuda_graphs():
         want = ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)
         torch.cuda.synchronize()
         assert all(torch.equal(a, b) for a, b in zip((dx, dweight, dbias), want, strict=True))
+
+
+@pytest.mark.parametrize("shape", [(4, 0, 112, 8), (0, 3, 4, 5), (2, 3, 0, 5)], ids=str)
+def test_zero_size_torch_tensors_launch_nothing(shape):
+    """Found by the GPU fuzz run: `y.size == 0` is False for a torch tensor (size is a method), so an empty forward
+    reached the launch with a zero grid."""
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(shape, device="cuda")
+    c = torch.ones(shape[1], device="cuda")
+    y = ops.batch_norm_2d_nchw_forward_inference(x, c, c, c, c)
+    dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(x, x, c, c, c)
+    assert y.shape == dx.shape == shape and not dweight.any() and not dbias.any()

@@ -223,7 +223,7 @@ def batch_norm_2d_nchw_backward(
         raise ArgumentError(f"block_hw: expected an int (a power of two), got {block_hw!r}")
     device = 0 if backend == "host" else arrays.device_of(x)
     dx = arrays.empty(x, shape)
-    if dx.size == 0 or channels == 0:  # nothing to launch: PyTorch's results for an empty batch
+    if math.prod(shape) == 0:  # nothing to launch: PyTorch's results for an empty batch
         return dx, arrays.zeros(x, channels, param), arrays.zeros(x, channels, param)
     dweight, dbias = arrays.empty(weight, (channels,)), arrays.empty(weight, (channels,))
     if plan is None:
