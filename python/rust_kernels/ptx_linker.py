@@ -5,7 +5,8 @@ rustc calls ``LINKER --export-symbol SYM ... INPUTS -L DIR ... --target T --targ
 This links the bitcode of every input (rlib members included), keeps only the exported symbols, optimises and
 emits PTX: ``llvm-link`` -> ``opt`` -> ``llc``. ``opt`` internalizes and drops dead code before O3, so O3 sees only
 what the kernel uses, not all of core (14 s -> under 1 s per kernel). The LLVM tools come from the directory in
-``RUST_KERNELS_LLVM_BIN`` (set by the build, matching rustc's LLVM), or from PATH.
+``RUST_KERNELS_LLVM_BIN`` (set by the build, matching rustc's LLVM), or from PATH. The PTX is at least ISA 7.8
+(CUDA 11.8, what LLVM emits for sm_90): LLVM's default for older archs (7.0 for sm_80) lacks the bf16 conversions.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def parse(argv: list[str]) -> tuple[list[str], list[str], str, str, str]:
     return exports, inputs, out, cpu, opt_level
 
 
+MIN_PTX_ISA = (90, "+ptx78")  # archs below sm_90 get PTX ISA 7.8
+
+
+def ptx_features(cpu: str) -> list[str]:
+    number = int("".join(c for c in cpu if c.isdigit()) or 0)
+    return [f"-mattr={MIN_PTX_ISA[1]}"] if number < MIN_PTX_ISA[0] else []
+
+
 def tool(name: str) -> str:
     directory = os.environ.get("RUST_KERNELS_LLVM_BIN")
     return str(Path(directory) / name) if directory else name
@@ -63,7 +72,7 @@ def main(argv: list[str]) -> int:
                 "-o",
                 str(optimised),
             ],
-            [tool("llc"), f"-mcpu={cpu}", f"-O{opt_level}", str(optimised), "-o", out],
+            [tool("llc"), f"-mcpu={cpu}", *ptx_features(cpu), f"-O{opt_level}", str(optimised), "-o", out],
         ]
         for step in steps:
             done = subprocess.run(step, capture_output=True, text=True)
