@@ -17,6 +17,10 @@ python3 -m venv "$work/venv"
 pip=("$work/venv/bin/python" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" $(grep -E '^(jinja2|numpy|ml_dtypes)==' requirements.txt)
 
+CHECKOUT_SOURCE_KEY=$(PYTHONPATH=python python3 -c "from rust_kernels.builder import source_key
+from rust_kernels.kernels import BatchNorm2dNchwBackward; print(source_key(BatchNorm2dNchwBackward(256), 'sm_90'))")
+export CHECKOUT_SOURCE_KEY
+
 use_installed() {
   # From an empty directory, with a cache of its own: nothing of the checkout can be reached.
   mkdir -p "$work/elsewhere" && cp -r "$root/examples" "$work/elsewhere/"
@@ -31,6 +35,12 @@ plan = fam.plans("host", (2, 3, 5, 7), "f32")[0]
 from rust_kernels import check
 assert check.compare(fam, plan, (2, 3, 5, 7), data, out).passed
 print("[packaging] installed package: seed op in the host emulator matches the reference")
+import os
+from rust_kernels.builder import source_key
+from rust_kernels.kernels import BatchNorm2dNchwBackward
+want = os.environ["CHECKOUT_SOURCE_KEY"]
+assert source_key(BatchNorm2dNchwBackward(256), "sm_90") == want, "prebuilt kernels would not be found"
+print("[packaging] installed package: kernels hash as in the checkout (prebuilt entries are found)")
 PY
   )
   (cd "$work/elsewhere" && RUST_KERNELS_CACHE_DIR="$work/cache" RUST_KERNELS_QUIET=1 \
