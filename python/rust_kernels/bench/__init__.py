@@ -73,8 +73,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--family", nargs="+", choices=names, default=names, metavar="NAME", help=f"families: {names}")
     keys = list(dict.fromkeys([*DTYPES, *(d for f in registry.families() for d in f.dtypes)]))
-    p.add_argument("--dtype", nargs="+", choices=keys, default=DEFAULT_DTYPES,
-                   help="dtypes to time (bf16-f32: bf16 activations with f32 parameters, as under autocast)")  # fmt: skip
+    mixed = "bf16-f32: bf16 activations with f32 parameters, as under autocast"
+    p.add_argument("--dtype", nargs="+", choices=keys, default=DEFAULT_DTYPES, help=f"dtypes to time ({mixed})")
     p.add_argument("--shapes", nargs="+", type=parse_shape, help="shapes (BxCxHxW) instead of each family's own")
     p.add_argument("--reps", type=_reps, default=30, help=f"timed repetitions per call (at least {MIN_REPS})")
     p.add_argument("--host-calls", type=_positive, default=ops.HOST_CALLS, help="calls per round of the host cost")
