@@ -11,6 +11,10 @@ if ! dpkg -s rustc-web rust-web-src cargo-web llvm-22 >/dev/null 2>&1; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q rustc-web rust-web-src cargo-web llvm-22
 fi
+if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then  # the packaging test installs into a fresh venv
+  echo "[setup] installing python3-venv ..."
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q python3-venv
+fi
 if ! command -v cargo >/dev/null; then
   echo "[setup] no cargo on PATH: the host extension needs one (rustup, or Debian's cargo-web)" >&2
   exit 1
