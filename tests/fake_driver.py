@@ -1,5 +1,5 @@
 """A stand-in for the driver's cuLaunchKernel, compiled from C, and fake tensors: for testing and timing the
-extension's CheckedLaunch without a GPU (tests/test_checked_launch.py, scripts/bench_checked_launch.py).
+extension's CheckedLaunch without a GPU (tests/test_checked_launch.py).
 
 The fake records its arguments and reads each kernel parameter through the params array at the width the test sets
 (as the driver does, from the kernel's signature), into a buffer Python reads through ctypes.
