@@ -20,18 +20,27 @@ Launch benchmark (`launch`). Host time per launch of one loaded kernel on a tiny
 through ctypes (the floor) to our checked launch, cuda.core and CuPy; CUDA-graph replay against direct launches; and
 the time to load the module from its cubin against JIT-compiling its PTX.
 
-Modules: `timing` (the timers), `ops` and `launch` (what is measured), `report` (results, CSV, tables, PNG, log).
-Files written to --out: bench.csv, host.csv, bench.png (when matplotlib is installed), launch.csv, bench.log.
+Model benchmark (`models`, with --models, instead of the two above): torchvision models (ResNet-50, MobileNetV2 by
+default) fine-tuned with BatchNorm frozen, torch's BN against ours (rust_kernels.torch.convert) in one process on
+identical weights and inputs, per model x --batch x --dtype (f32; bf16 through torch.autocast) x --modes (eager;
+graph, the whole step captured by torch.cuda.graph): step time, gradients compared, BN's share of the step's CUDA
+time (torch.profiler). See `models`.
+
+Modules: `timing` (the timers), `ops`, `launch` and `models` (what is measured), `report` (results, CSV, tables, PNG,
+log). Files written to --out: bench.csv, host.csv, bench.png (when matplotlib is installed), launch.csv, bench.log;
+with --models: models.csv, models_kernels.csv (every profiled kernel), models.log.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rust_kernels import driver, registry
-from rust_kernels.bench import launch, ops, report
+from rust_kernels.bench import launch, models, ops, report
 from rust_kernels.bench.report import Shape
 from rust_kernels.dtypes import DTYPES
 
@@ -51,6 +60,16 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def _at_least(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
+        return value
+
+    return parse
 
 
 def parse_shape(text: str) -> Shape:
@@ -81,6 +100,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("."), help="directory for the CSV files, the PNG and the log")
     p.add_argument("--skip-ops", action="store_true", help="skip the op benchmark")
     p.add_argument("--skip-launch", action="store_true", help="skip the launch benchmark")
+    m = p.add_argument_group(
+        "model benchmark", "--models runs it instead of the op and launch benchmarks (run those in a separate call)"
+    )
+    m.add_argument("--models", nargs="*", metavar="NAME", help="torchvision models, fine-tuned with BN frozen, torch's "
+                   f"BN against ours (bare: {' '.join(models.MODELS)})")  # fmt: skip
+    m.add_argument("--batch", nargs="+", type=_positive, default=list(models.BATCHES), help="batch sizes")
+    m.add_argument("--modes", nargs="+", choices=models.MODES, default=list(models.MODES),
+                   help="eager steps, and/or the whole step captured as a CUDA graph and replayed")  # fmt: skip
+    m.add_argument("--steps", type=_at_least(5), default=models.STEPS, help="timed steps per side and cell")
+    m.add_argument("--warmup", type=_positive, default=models.WARMUP, help="untimed steps per side before timing")
+    m.add_argument("--profile-steps", type=_at_least(0), default=models.PROFILE_STEPS,
+                   help="eager steps per side under torch.profiler for BN's share (0: no profile)")  # fmt: skip
+    m.add_argument("--budget", type=float, default=models.BUDGET_S, metavar="SECONDS",
+                   help="seconds; past them, the cells and profiles not yet begun are n/a and the files are written "
+                   "(0: no limit)")  # fmt: skip
+    m.add_argument("--no-tf32", action="store_true", help="f32 convolutions and matmuls without TF32 (torch's "
+                   "default lets cuDNN use TF32)")  # fmt: skip
     return p
 
 
@@ -128,16 +164,63 @@ def _launch(torch: object, out: Path) -> None:
     print(f"wrote {out / 'launch.csv'}", flush=True)
 
 
+def model_plan(options: argparse.Namespace) -> models.Plan:
+    return models.Plan(
+        models=options.models or list(models.MODELS),
+        batches=options.batch,
+        dtypes=[d for d in options.dtype if d in models.DTYPES],
+        modes=options.modes,
+        steps=options.steps,
+        warmup=options.warmup,
+        profile_steps=options.profile_steps,
+        budget_s=max(0.0, options.budget),
+    )
+
+
+def _models(torch: Any, options: argparse.Namespace) -> int:
+    out: Path = options.out
+    if options.no_tf32:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    print(f"cudnn.allow_tf32 {cudnn.allow_tf32}, cuda.matmul.allow_tf32 {matmul.allow_tf32}, "
+          f"cudnn.benchmark {cudnn.benchmark}, cudnn.deterministic {cudnn.deterministic}", flush=True)  # fmt: skip
+    skipped = [d for d in options.dtype if d not in models.DTYPES]
+    if skipped:
+        print(f"models: not benchmarked in {skipped} (the model benchmark's dtypes: {list(models.DTYPES)})")
+    plan = model_plan(options)
+    cells = len(plan.cells())
+    print(f"model benchmark: {cells} cells ({' '.join(plan.models)}; B {plan.batches}; {' '.join(plan.dtypes)}; "
+          f"{' '.join(plan.modes)}), {plan.steps} timed steps per side after {plan.warmup}, "
+          f"profile {plan.profile_steps} steps, budget {plan.budget_s:.0f} s", flush=True)  # fmt: skip
+    results = models.run(torch, plan)
+    models.print_table(results)
+    models.print_summary(results)
+    models.print_kernels(results)
+    models.write_csv(results, out / "models.csv")
+    models.write_kernels_csv(results, out / "models_kernels.csv")
+    print(f"wrote {out / 'models.csv'} and {out / 'models_kernels.csv'}", flush=True)
+    if any(r.ms["ours"] is None for r in results):
+        print("bench: ours could not be timed in some cells (see above)", flush=True)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; 0 when done, 1 when our op could not be measured somewhere, 2 when it cannot run here."""
     options = parser().parse_args(argv)
-    why = unavailable()
+    why = unavailable() or (models.unavailable() if options.models is not None else None)
     if why is not None:
         print(f"bench: cannot run: {why}", flush=True)
         return 2
     import torch
 
     options.out.mkdir(parents=True, exist_ok=True)
+    if options.models is not None:
+        with report.logged(options.out / "models.log"):
+            print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+            print(f"bench {' '.join(sys.argv[1:] if argv is None else argv)}", flush=True)
+            return _models(torch, options)
     status = 0
     with report.logged(options.out / "bench.log"):
         print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
