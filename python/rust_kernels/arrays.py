@@ -44,15 +44,20 @@ def empty(like: Any, shape: tuple[int, ...]) -> Any:
         return cupy.empty(shape, like.dtype)
 
 
+def to_torch(a: np.ndarray, device: str = "cpu") -> Any:
+    """A PyTorch tensor with a NumPy array's values on `device` (on the CPU it may share the array's memory)."""
+    import torch
+
+    a = np.ascontiguousarray(a)
+    if a.dtype.name == "bfloat16":  # PyTorch cannot take NumPy's (ml_dtypes') bfloat16: move the bits
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(a).to(device)
+
+
 def to_device(a: np.ndarray, device: int = 0) -> Any:
     """A device copy of a NumPy array (PyTorch if installed, else CuPy)."""
     try:
-        import torch
-
-        a = np.ascontiguousarray(a)
-        if a.dtype.name == "bfloat16":  # PyTorch cannot take NumPy's (ml_dtypes') bfloat16: move the bits
-            return torch.from_numpy(a.view(np.int16)).to(f"cuda:{device}").view(torch.bfloat16)
-        return torch.from_numpy(a).to(f"cuda:{device}")
+        return to_torch(a, f"cuda:{device}")
     except ImportError:
         import cupy
 

@@ -43,6 +43,9 @@ class Family(ABC):
     suites: dict[str, list[Shape]]  # cross-check shapes per backend ("cuda", "host")
     bench_shapes: list[Shape] = []  # noqa: RUF012 (class-level default, replaced per family)
     ops: dict[str, Callable[..., Any]] = {}  # noqa: RUF012 — public ops (rust_kernels.ops.<name>)
+    # PyTorch operator schemas of some of those ops, "(arguments) -> returns" in torch.library's syntax, arguments
+    # in the op's order: rust_kernels.torch registers each as torch.ops.rust_kernels.<name>.
+    torch_schemas: dict[str, str] = {}  # noqa: RUF012
 
     @abstractmethod
     def inputs(self, shape: Shape, dtype: str, seed: int = 0) -> dict[str, np.ndarray]:

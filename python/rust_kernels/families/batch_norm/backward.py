@@ -282,6 +282,11 @@ class Backward(Family):
         "batch_norm_2d_nchw_backward": batch_norm_2d_nchw_backward,
         "batch_norm_2d_backward": batch_norm_2d_backward,
     }
+    torch_schemas = {  # noqa: RUF012
+        "batch_norm_2d_backward": "(Tensor dy, Tensor x, Tensor weight, Tensor running_mean, Tensor running_var, "
+        "Tensor? save_mean=None, Tensor? save_invstd=None, bool training=False, float eps=1e-05) "
+        "-> (Tensor, Tensor, Tensor)"
+    }
     eps = 1e-5
     seed_blocks = (32, 256, 1024)
     variant_blocks = {"cuda": (128, 512), "host": (128,)}  # noqa: RUF012

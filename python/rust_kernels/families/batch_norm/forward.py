@@ -120,8 +120,7 @@ def batch_norm_2d_forward(
     common.check_eval_mode("batch_norm_2d_forward", training, momentum)
     y = batch_norm_2d_nchw_forward_inference(x, weight, bias, running_mean, running_var, eps, backend=backend,
                                              stream=stream)  # fmt: skip
-    empty = arrays.empty(running_mean, (0,))
-    return y, empty, empty
+    return y, arrays.empty(running_mean, (0,)), arrays.empty(running_mean, (0,))  # two arrays: outputs never alias
 
 
 class ForwardInference(Family):
@@ -138,6 +137,10 @@ class ForwardInference(Family):
     ops = {  # noqa: RUF012
         "batch_norm_2d_nchw_forward_inference": batch_norm_2d_nchw_forward_inference,
         "batch_norm_2d_forward": batch_norm_2d_forward,
+    }
+    torch_schemas = {  # noqa: RUF012
+        "batch_norm_2d_forward": "(Tensor x, Tensor weight, Tensor bias, Tensor running_mean, Tensor running_var, "
+        "bool training=False, float momentum=0.1, float eps=1e-05) -> (Tensor, Tensor, Tensor)"
     }
     eps = 1e-5
     blocks = (32, 128, 1024)

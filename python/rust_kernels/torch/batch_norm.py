@@ -1,0 +1,103 @@
+"""Fake kernels and autograd of torch.ops.rust_kernels.batch_norm_2d_forward and batch_norm_2d_backward (eval
+mode), and `batch_norm_2d`, the functional form BatchNorm2d uses.
+
+Fakes give the outputs' shapes and dtypes (for torch.compile, export and the meta device) and raise the ops' own
+errors for a bad call (training=True, shapes, dtype pairs) while tracing, without specialising symbolic shapes.
+The forward's autograd runs the backward op: dx, dweight and dbias where x, weight and bias need them (all three come
+from one kernel); the running statistics are constants, they get no gradient. Double backward is not implemented.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rust_kernels.errors import ArgumentError
+from rust_kernels.families.batch_norm import common
+from rust_kernels.torch import library  # noqa: F401 (defines the ops registered here)
+
+Tensor = torch.Tensor
+_ops = torch.ops.rust_kernels
+
+
+def _check(x: Tensor, same: dict[str, Tensor], per_channel: dict[str, Tensor]) -> None:
+    """The op's checks of shapes and dtypes, on fake tensors: no shape becomes a Python int."""
+    if x.dim() != 4:
+        raise ArgumentError(f"x: expected an NCHW array (4 dimensions), got shape {tuple(x.shape)}")
+    common.check_inputs("x", x.shape, same, per_channel, "cuda" if x.is_cuda else "host")
+
+
+@torch.library.register_fake("rust_kernels::batch_norm_2d_forward")
+def _forward_fake(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor, Tensor]:
+    common.check_eval_mode("batch_norm_2d_forward", training, momentum)
+    per_channel = {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var}
+    _check(x, {"x": x}, per_channel)
+    return x.new_empty(x.shape), running_mean.new_empty(0), running_mean.new_empty(0)
+
+
+@torch.library.register_fake("rust_kernels::batch_norm_2d_backward")
+def _backward_fake(
+    dy: Tensor,
+    x: Tensor,
+    weight: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+    save_mean: Tensor | None = None,
+    save_invstd: Tensor | None = None,
+    training: bool = False,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor, Tensor]:
+    common.check_eval_mode("batch_norm_2d_backward", training)
+    _check(x, {"x": x, "dy": dy}, {"weight": weight, "running_mean": running_mean, "running_var": running_var})
+    channels = x.shape[1]
+    return x.new_empty(x.shape), weight.new_empty(channels), weight.new_empty(channels)
+
+
+def _forward_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor, Tensor]) -> None:
+    x, weight, _, running_mean, running_var, training, _, eps = inputs
+    ctx.save_for_backward(x, weight, running_mean, running_var, *output[1:])
+    ctx.training, ctx.eps = training, eps
+
+
+def _forward_backward(ctx: Any, dy: Tensor | None, *_: Any) -> tuple[Tensor | None, ...]:
+    need = ctx.needs_input_grad[:3]  # x, weight, bias; running statistics, training, momentum and eps get none
+    grads: tuple[Tensor | None, ...] = (None, None, None)
+    if dy is not None and any(need):
+        out = _ops.batch_norm_2d_backward(dy, *ctx.saved_tensors, ctx.training, ctx.eps)
+        grads = tuple(g if n else None for g, n in zip(out, need, strict=True))
+    return (*grads, None, None, None, None, None)
+
+
+def _no_double_backward(ctx: Any, *_: Any) -> tuple[None, ...]:
+    raise NotImplementedError("rust_kernels::batch_norm_2d_backward: double backward is not implemented")
+
+
+torch.library.register_autograd("rust_kernels::batch_norm_2d_forward", _forward_backward, setup_context=_forward_setup)
+torch.library.register_autograd("rust_kernels::batch_norm_2d_backward", _no_double_backward)
+
+
+def batch_norm_2d(
+    x: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training=False, eps=eps) for NCHW
+    x, on our kernels (forward, and backward through autograd). A missing weight or bias is one or zero."""
+    if weight is None:
+        weight = torch.ones_like(running_var)
+    if bias is None:
+        bias = torch.zeros_like(running_mean)
+    return _ops.batch_norm_2d_forward(x, weight, bias, running_mean, running_var, False, 0.0, eps)[0]

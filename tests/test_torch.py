@@ -1,0 +1,446 @@
+"""rust_kernels in PyTorch (issue 8.5, 8.6, 8.8): the torch.library ops, their fakes and autograd, BatchNorm2d and
+convert(). On CPU tensors the ops run the host emulator, so CI runs all of it without a GPU; the tests marked gpu run
+the same checks on CUDA tensors (and capture, compile and autocast there)."""
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the rust_kernels[torch] tests need PyTorch (pip install torch==2.11.0)")
+
+import rust_kernels.torch as rk_torch  # noqa: E402 (after the skip)
+from rust_kernels import ArgumentError, arrays, registry  # noqa: E402
+from rust_kernels.dtypes import DTYPES  # noqa: E402
+from rust_kernels.families.batch_norm import common  # noqa: E402
+
+F = torch.nn.functional
+OPS = torch.ops.rust_kernels
+FORWARD = registry.family("batch_norm_2d_nchw_forward_inference")
+BACKWARD = registry.family("batch_norm_2d_nchw_backward")
+NAMES = ("dy", "x", "weight", "bias", "running_mean", "running_var")
+BACKWARD_NAMES = ("dy", "x", "weight", "running_mean", "running_var")  # the backward op's arrays, in its order
+KEYS = common.DTYPE_KEYS  # f32, f64, bf16, f16, and bf16/f16 activations with f32 parameters (autocast's pairing)
+# (2, 3, 5, 7): a warp per channel in the backward; (2, 4, 16, 16): the split kernel with 16-byte packs.
+SHAPES = [(2, 3, 5, 7), (2, 4, 16, 16)]
+EPS = 1e-5
+TRAINING_LATER = "training=True needs the training-mode kernels"
+
+
+def tensors(shape, key, device="cpu", seed=0):
+    """The families' seeded inputs (activations in the key's first dtype, parameters in its second) as tensors."""
+    data = common.random_inputs(shape, key, seed, NAMES)
+    return {name: arrays.to_torch(a, device) for name, a in data.items()}
+
+
+def leaves(t, *names):
+    """Copies of t[names] that require grad (autograd leaves)."""
+    return [t[n].detach().clone().requires_grad_() for n in names]
+
+
+# --- opcheck ----------------------------------------------------------------------------------------------------------
+def opcheck_both(device, shape, key):
+    t = tensors(shape, key, device)
+    x, weight, bias = leaves(t, "x", "weight", "bias")
+    forward_args = (x, weight, bias, t["running_mean"], t["running_var"], False, 0.1, EPS)
+    torch.library.opcheck(OPS.batch_norm_2d_forward, forward_args)
+    _, save_mean, save_invstd = OPS.batch_norm_2d_forward(*forward_args)
+    backward_args = (t["dy"], t["x"], t["weight"], t["running_mean"], t["running_var"], save_mean.detach(),
+                     save_invstd.detach(), False, EPS)  # fmt: skip
+    torch.library.opcheck(OPS.batch_norm_2d_backward, backward_args)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("key", KEYS)
+def test_opcheck_on_cpu_through_the_emulator(shape, key):
+    """Schema, autograd registration, fake kernels (against the real outputs' metadata) and AOT dispatch with
+    dynamic shapes (compiled results and gradients against eager) for both ops."""
+    opcheck_both("cpu", shape, key)
+
+
+# --- results against torch's own batch norm -----------------------------------------------------------------------
+def torch_error_bounds(key, inputs, refs):
+    """Bounds on the error of PyTorch's eval batch norm (forward, and its autograd) against the exact results `refs`
+    (y, dx, dweight, dbias), derived like the families' own: u is the unit roundoff of the type PyTorch computes in
+    (f32 for f32, bf16 and f16; f64 for f64), us that of rounding to the stored dtype, n = B*H*W terms per channel.
+    - y = x * alpha + beta, alpha = weight * rstd, beta = bias - mean * alpha: rstd 3 roundings (add, sqrt, divide;
+      or add and a 2-ulp rsqrt), alpha 1, mean * alpha 1, beta 1, x * alpha 1, the add 1: gamma_8 of the terms'
+      magnitudes |x alpha| + |mean alpha| + |bias| (one more than counted, for a fused multiply-add's freedom).
+    - dx = dy * weight * rstd: 5 roundings, counted as gamma_6 |dx|.
+    - dweight = rstd * sum(dy * (x - mean)): each term 2 roundings, any summation order at most n - 1 more (Higham
+      4.2), rstd 3 and the product 1: gamma_(n+7) rstd sum|dy (x - mean)|. dbias = sum(dy): gamma_n sum|dy|.
+    Stored results round once more: (1 + us) bound + us |exact|."""
+    activations, parameters = common.split_key(key)
+    u = DTYPES[activations].unit_roundoff
+    dy, x, weight, bias, mean, var = (np.asarray(inputs[n], np.float64) for n in NAMES)
+    n = x.shape[0] * x.shape[2] * x.shape[3]
+    rstd = common.rstd(var, EPS)
+    c = (slice(None), None, None)
+    alpha = weight * rstd
+    centred_terms = np.abs(dy * (x - mean[c])).sum(axis=(0, 2, 3))
+    bounds = [
+        common.gamma(u, 8) * (np.abs(x * alpha[c]) + np.abs(mean * alpha)[c] + np.abs(bias)[c]),
+        common.gamma(u, 6) * np.abs(refs[1]),
+        common.gamma(u, n + 7) * rstd * centred_terms,
+        common.gamma(u, n) * np.abs(dy).sum(axis=(0, 2, 3)),
+    ]
+    stored = (activations, activations, parameters, parameters)
+    return [
+        (1 + DTYPES[d].storage_roundoff) * b + DTYPES[d].storage_roundoff * np.abs(r) + common.floor(d)
+        for d, b, r in zip(stored, bounds, refs, strict=True)
+    ]
+
+
+def our_error_bounds(inputs, data, backend):
+    """The families' own tolerance models for the plans our ops chose on `data` (the arrays the ops saw), and the
+    exact results (their float64 references): ([y, dx, dweight, dbias] bounds, [y, dx, dweight, dbias] exact)."""
+    bounds, refs = [], []
+    for fam, names in ((FORWARD, NAMES[1:]), (BACKWARD, BACKWARD_NAMES)):
+        plan = fam.choose(data, backend)
+        np_inputs = {n: inputs[n] for n in names}
+        ref = fam.reference(np_inputs, plan)
+        bounds += fam.tolerances(plan, inputs["x"].shape, np_inputs, ref)
+        refs += ref
+    return bounds, refs
+
+
+def assert_matches_torch(t, run_ours, run_theirs, key, backend):
+    """Ours and PyTorch's eval batch norm, forward and gradients, on the same tensors `t`: they differ by at most the
+    sum of the two error bounds against the exact results."""
+    got, want = run_ours(t), run_theirs(t)
+    inputs = {n: arrays.to_host(a.detach()) for n, a in t.items()}
+    data = {n: a.detach() for n, a in t.items()}
+    if backend == "host":
+        data = {n: arrays.to_host(a) for n, a in data.items()}
+    ours, refs = our_error_bounds(inputs, data, backend)
+    theirs = torch_error_bounds(key, inputs, refs)
+    for name, a, b, bound_ours, bound_theirs in zip(("y", "dx", "dweight", "dbias"), got, want, ours, theirs,
+                                                    strict=True):  # fmt: skip
+        assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, b.dtype)
+        err = np.abs(arrays.to_host(a.detach()).astype(np.float64) - arrays.to_host(b.detach()).astype(np.float64))
+        worst = float(np.max(err / (bound_ours + bound_theirs)))
+        assert worst <= 1.0, f"{name}: {worst:.3f} of the bound"
+
+
+def forward_and_grads(bn):
+    """y = bn(x, weight, bias, running stats) and (dx, dweight, dbias) of y.backward(dy), through autograd."""
+
+    def run(t):
+        x, weight, bias = leaves(t, "x", "weight", "bias")
+        y = bn(x, weight, bias, t["running_mean"], t["running_var"])
+        y.backward(t["dy"])
+        return y, x.grad, weight.grad, bias.grad
+
+    return run
+
+
+OURS = forward_and_grads(lambda x, w, b, m, v: OPS.batch_norm_2d_forward(x, w, b, m, v, False, 0.1, EPS)[0])
+THEIRS = forward_and_grads(lambda x, w, b, m, v: F.batch_norm(x, m, v, w, b, False, 0.1, EPS))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("key", KEYS)
+def test_forward_and_gradients_match_torchs_eval_batch_norm(shape, key):
+    assert_matches_torch(tensors(shape, key), OURS, THEIRS, key, "host")
+
+
+# --- layouts, autograd corners, errors ----------------------------------------------------------------------------
+def test_non_contiguous_tensors_are_copied_to_nchw_and_give_the_same_results():
+    """channels_last x, and the expanded gradient of y.sum(): the ops copy them to contiguous NCHW."""
+    t = tensors((2, 4, 6, 5), "f32")
+    want = OURS(t)
+    t_last = {**t, "x": t["x"].to(memory_format=torch.channels_last), "dy": torch.ones_like(t["dy"])}
+    assert not t_last["x"].is_contiguous()
+    x, weight, bias = leaves(t_last, "x", "weight", "bias")
+    y = OPS.batch_norm_2d_forward(x, weight, bias, t["running_mean"], t["running_var"])[0]
+    y.sum().backward()  # dy: ones expanded from a scalar (stride 0)
+    assert torch.equal(y, want[0]) and y.is_contiguous()
+    ones = OURS({**t, "dy": torch.ones_like(t["dy"])})
+    assert all(torch.equal(a, b) for a, b in zip((x.grad, weight.grad, bias.grad), ones[1:], strict=True))
+
+
+def test_gradients_only_where_needed_and_none_for_running_statistics():
+    t = tensors((2, 3, 5, 7), "f32")
+    weight, mean = leaves(t, "weight", "running_mean")
+    y = OPS.batch_norm_2d_forward(t["x"], weight, t["bias"], mean, t["running_var"])[0]
+    (dweight,) = torch.autograd.grad(y, weight, t["dy"])
+    assert torch.equal(dweight, OURS(t)[2])
+    y = OPS.batch_norm_2d_forward(t["x"], weight, t["bias"], mean, t["running_var"])[0]
+    y.backward(t["dy"])
+    assert mean.grad is None
+
+
+def test_double_backward_is_refused():
+    t = tensors((2, 3, 5, 7), "f32")
+    (x,) = leaves(t, "x")
+    y = OPS.batch_norm_2d_forward(x, t["weight"], t["bias"], t["running_mean"], t["running_var"])[0]
+    (dx,) = torch.autograd.grad(y, x, t["dy"], create_graph=True)
+    with pytest.raises(NotImplementedError, match="double backward is not implemented"):
+        dx.sum().backward()
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_errors_name_the_argument_eagerly_and_in_the_fake_kernels(device):
+    """The same messages from the ops (cpu) and from their fakes (meta, as torch.compile traces them)."""
+    t = {n: a.to(device) for n, a in tensors((2, 3, 4, 5), "bf16-f32").items()}
+    x, weight, bias, mean, var, dy = (t[n] for n in ("x", "weight", "bias", "running_mean", "running_var", "dy"))
+    with pytest.raises(NotImplementedError, match=f"batch_norm_2d_forward: {TRAINING_LATER}"):
+        OPS.batch_norm_2d_forward(x, weight, bias, mean, var, True)
+    with pytest.raises(NotImplementedError, match=f"batch_norm_2d_backward: {TRAINING_LATER}"):
+        OPS.batch_norm_2d_backward(dy, x, weight, mean, var, None, None, True)
+    with pytest.raises(ArgumentError, match=r"weight: expected dtype bf16 or f32 with x in bf16, got f64"):
+        OPS.batch_norm_2d_forward(x, weight.double(), bias, mean, var)
+    with pytest.raises(ArgumentError, match=r"running_var: expected dtype f32 like weight, got bf16"):
+        OPS.batch_norm_2d_backward(dy, x, weight, mean, var.bfloat16())
+    with pytest.raises(ArgumentError, match=r"weight: expected dtype f32 with x in f32, got bf16"):
+        OPS.batch_norm_2d_forward(x.float(), weight.bfloat16(), bias, mean, var)
+    with pytest.raises(ArgumentError, match=r"dy: expected dtype bf16 like x, got f32"):
+        OPS.batch_norm_2d_backward(dy.float(), x, weight, mean, var)
+    with pytest.raises(ArgumentError, match=r"x: expected a floating dtype among .*, got i32"):
+        OPS.batch_norm_2d_forward(x.int(), weight, bias, mean, var)
+    with pytest.raises(ArgumentError, match=r"bias: expected shape \(3,\), got \(4,\)"):
+        OPS.batch_norm_2d_forward(x, weight, bias.new_zeros(4), mean, var)
+    with pytest.raises(ArgumentError, match=r"x: expected an NCHW array \(4 dimensions\)"):
+        OPS.batch_norm_2d_forward(x[0], weight, bias, mean, var)
+
+
+def test_fake_kernels_give_the_outputs_metadata_on_meta_tensors():
+    t = {n: a.to("meta") for n, a in tensors((2, 3, 4, 5), "f16-f32").items()}
+    y, save_mean, save_invstd = OPS.batch_norm_2d_forward(*(t[n] for n in NAMES[1:]))
+    assert (y.shape, y.dtype, save_mean.shape, save_invstd.dtype) == ((2, 3, 4, 5), torch.float16, (0,), torch.float32)
+    dx, dweight, dbias = OPS.batch_norm_2d_backward(*(t[n] for n in BACKWARD_NAMES))
+    assert (dx.dtype, dweight.shape, dbias.dtype) == (torch.float16, (3,), torch.float32)
+
+
+def test_empty_batch():
+    t = tensors((0, 3, 4, 5), "f32")
+    y, dx, dweight, dbias = OURS(t)
+    assert y.shape == dx.shape == (0, 3, 4, 5) and torch.equal(dweight, torch.zeros(3)) and not dbias.any()
+
+
+def test_import_rust_kernels_never_imports_torch():
+    code = (
+        "import sys, rust_kernels, rust_kernels.ops\n"
+        "rust_kernels.registry.families(); rust_kernels.ops.batch_norm_2d_forward\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- BatchNorm2d and convert() ------------------------------------------------------------------------------------
+def randomise_(model):
+    """Non-default parameters and running statistics, so copies that lose them show."""
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for bn in model.modules():
+            if isinstance(bn, torch.nn.BatchNorm2d) and bn.track_running_stats:
+                bn.running_mean.copy_(torch.randn(bn.num_features, generator=generator) * 0.5)
+                bn.running_var.copy_(torch.rand(bn.num_features, generator=generator) * 1.5 + 0.5)
+                bn.num_batches_tracked.fill_(7)
+            if isinstance(bn, torch.nn.BatchNorm2d) and bn.affine:
+                bn.weight.copy_(torch.rand(bn.num_features, generator=generator) + 0.5)
+                bn.bias.copy_(torch.randn(bn.num_features, generator=generator))
+    return model
+
+
+class OwnBatchNorm(torch.nn.BatchNorm2d):
+    """A user's subclass: its forward may differ, so convert() leaves it alone."""
+
+
+def small_model():
+    torch.manual_seed(0)
+    return randomise_(
+        torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3, padding=1),
+            torch.nn.BatchNorm2d(4),
+            torch.nn.ReLU(),
+            torch.nn.Sequential(torch.nn.BatchNorm2d(4, affine=False), torch.nn.BatchNorm2d(4, momentum=None)),
+            torch.nn.BatchNorm2d(4, track_running_stats=False),
+            OwnBatchNorm(4),
+        )
+    )
+
+
+def test_batch_norm_2d_has_torchs_parameters_buffers_and_state_dict():
+    ours, theirs = rk_torch.BatchNorm2d(5, eps=1e-3, momentum=0.2), torch.nn.BatchNorm2d(5, eps=1e-3, momentum=0.2)
+    assert isinstance(ours, torch.nn.BatchNorm2d)
+    assert ours.state_dict().keys() == theirs.state_dict().keys()
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    assert (ours.eps, ours.momentum, ours.affine, ours.track_running_stats) == (1e-3, 0.2, True, True)
+    ours.load_state_dict(theirs.state_dict())
+
+
+def test_convert_swaps_in_place_and_keeps_state():
+    model = small_model()
+    model[0].bias.requires_grad_(False)
+    model[3][1].bias.requires_grad_(False)
+    model[3].eval()  # mixed train/eval state
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    params = {n: (p, p.requires_grad) for n, p in model.named_parameters()}
+    modes = [m.training for m in model.modules()]
+    assert rk_torch.convert(model) is model
+    kinds = [type(m) for m in model.modules()]
+    assert kinds[2] is kinds[5] is kinds[6] is kinds[7] is rk_torch.BatchNorm2d and kinds[8] is OwnBatchNorm
+    after = model.state_dict()
+    assert after.keys() == before.keys() and all(torch.equal(after[k], v) for k, v in before.items())
+    assert {n: (p, p.requires_grad) for n, p in model.named_parameters()} == params
+    assert [m.training for m in model.modules()] == modes
+    standalone = torch.nn.BatchNorm2d(3)
+    assert type(rk_torch.convert(standalone)) is rk_torch.BatchNorm2d  # the model itself may be one
+
+
+def test_converted_model_trains_with_torch_and_evaluates_with_ours(monkeypatch):
+    x = torch.randn(3, 3, 6, 5)
+    theirs, ours = small_model(), rk_torch.convert(small_model())
+    # training mode: torch's batch statistics, the same outputs and running-statistics updates
+    assert torch.equal(ours(x), theirs(x))
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values(), strict=True))
+    # eval mode: our op wherever running statistics exist (not in the BatchNorm2d without them, nor the subclass)
+    calls, op = [], OPS.batch_norm_2d_forward
+    monkeypatch.setattr(torch.ops.rust_kernels, "batch_norm_2d_forward", spy(calls, op))
+    ours.eval(), theirs.eval()
+    h = ours[0](x)
+    for bn in (ours[1], *ours[3]):  # with weight and bias; without (affine=False); momentum=None
+        weight = torch.ones(4) if bn.weight is None else bn.weight
+        bias = torch.zeros(4) if bn.bias is None else bn.bias
+        assert torch.equal(bn(h), op(h, weight, bias, bn.running_mean, bn.running_var, False, 0.0, bn.eps)[0])
+    assert len(calls) == 3  # (how the op compares with torch's eval batch norm: the tests above)
+    assert torch.equal(ours[4](h), theirs[4](h)) and torch.equal(ours[5](h), theirs[5](h)) and len(calls) == 3
+
+
+def spy(calls, op):
+    def call(*args, **kwargs):
+        calls.append(args)
+        return op(*args, **kwargs)
+
+    return call
+
+
+def test_module_errors():
+    bn = rk_torch.BatchNorm2d(3).eval()
+    with pytest.raises(ValueError, match="expected 4D input"):
+        bn(torch.randn(3, 4, 5))
+    with pytest.raises(ArgumentError, match=r"weight: expected dtype f16 or f32 with x in f16, got f64"):
+        bn.double()(torch.randn(1, 3, 4, 5, dtype=torch.float16))
+
+
+# --- torch.compile ------------------------------------------------------------------------------------------------
+def compile_model(device, conv=True):
+    """[Conv2d(3, 8),] BatchNorm2d(8), ReLU, BatchNorm2d(8), converted and in eval mode."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Conv2d(3, 8, 3, padding=1)] if conv else []
+    model = torch.nn.Sequential(*layers, torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.BatchNorm2d(8))
+    return rk_torch.convert(randomise_(model)).to(device).eval()
+
+
+def assert_compiled_matches_eager(device, conv):
+    """Zero graph breaks, and fullgraph compilation by inductor (forward and, through AOT autograd, backward)
+    bit-identical to eager: our ops are the same opaque calls on the same inputs in both, and what the compiler
+    generates around them here (ReLU and its backward) is exact. `conv`: a convolution first (on the CPU, where
+    inductor calls the same convolution as eager; on the GPU it may change its layout and cuDNN algorithm)."""
+    model = compile_model(device, conv)
+    x = torch.randn(2, 3 if conv else 8, 9, 9, device=device, requires_grad=True)
+    dy = torch.randn(2, 8, 9, 9, device=device)
+    assert torch._dynamo.explain(model)(x).graph_break_count == 0
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    results = []
+    for run in (compiled, model):
+        model.zero_grad(set_to_none=True)
+        x.grad = None
+        y = run(x)
+        y.backward(dy)
+        results.append([y.detach(), x.grad, *(p.grad for p in model.parameters())])
+    assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+
+
+def test_compile_fullgraph_on_cpu_matches_eager():
+    """Inductor on the CPU (C++ code generation: needs g++, which the set-up's Debian has)."""
+    assert_compiled_matches_eager("cpu", conv=True)
+
+
+# --- GPU ----------------------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [*SHAPES, (8, 64, 28, 28)], ids=str)
+@pytest.mark.parametrize("key", KEYS)
+def test_gpu_opcheck(shape, key):
+    opcheck_both("cuda", shape, key)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", KEYS)
+def test_gpu_matches_torchs_eval_batch_norm(key):
+    assert_matches_torch(tensors((8, 64, 28, 28), key, "cuda"), OURS, THEIRS, key, "cuda")
+
+
+@pytest.mark.gpu
+def test_gpu_compile_fullgraph_matches_eager():
+    assert_compiled_matches_eager("cuda", conv=False)
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_of_a_converted_models_eval_forward_and_backward():
+    """Whole-step capture (torch's recipe: warm up on a side stream, capture, replay after changing the inputs in
+    place): replays recompute, bit-identical to eager. The first BatchNorm2d's input needs no gradient (its
+    backward computes dweight and dbias only)."""
+    model = compile_model("cuda", conv=False)
+    x, dy = torch.randn(8, 8, 28, 28, device="cuda"), torch.randn(8, 8, 28, 28, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model.zero_grad(set_to_none=True)
+            model(x).backward(dy)
+    torch.cuda.current_stream().wait_stream(side)
+    model.zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = model(x)
+        y.backward(dy)
+    params = [p for p in model.parameters() if p.requires_grad]
+    for seed in (1, 2):
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+        x.copy_(torch.randn(x.shape, device="cuda", generator=generator))
+        dy.copy_(torch.randn(dy.shape, device="cuda", generator=generator))
+        graph.replay()
+        got = [y.clone(), *(p.grad.clone() for p in params)]
+        want_y = model(x)
+        want = [want_y, *torch.autograd.grad(want_y, params, dy)]
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), seed
+
+
+@pytest.mark.gpu
+def test_gpu_autocast_bfloat16():
+    """Under torch.autocast(bfloat16) a convolution gives BatchNorm2d bf16 activations while its parameters and
+    statistics stay f32: ours runs that pairing (dweight, dbias in f32) and matches torch's within both bounds."""
+    model = compile_model("cuda")
+    theirs = copy.deepcopy(model)
+    for m in theirs.modules():
+        if type(m) is rk_torch.BatchNorm2d:
+            m.__class__ = torch.nn.BatchNorm2d
+    x = torch.randn(8, 3, 28, 28, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        h = model[0](x).detach()
+        assert h.dtype == torch.bfloat16 and model[1].weight.dtype == torch.float32
+        t = {"x": h, "dy": torch.randn_like(h), "weight": model[1].weight.detach(), "bias": model[1].bias.detach(),
+             "running_mean": model[1].running_mean, "running_var": model[1].running_var}  # fmt: skip
+
+        def module_run(bn):
+            def run(t):
+                x = t["x"].clone().requires_grad_()
+                bn.zero_grad(set_to_none=True)
+                y = bn(x)
+                y.backward(t["dy"])
+                return y, x.grad, bn.weight.grad, bn.bias.grad
+
+            return run
+
+        assert_matches_torch(t, module_run(model[1]), module_run(theirs[1]), "bf16-f32", "cuda")
+        y = model(x)
+        assert y.dtype == torch.bfloat16
+        y.float().sum().backward()
+        assert model[1].weight.grad.dtype == torch.float32
