@@ -338,9 +338,9 @@ def compile_model(device, conv=True):
 
 def assert_compiled_matches_eager(device, conv):
     """Zero graph breaks, and fullgraph compilation by inductor (forward and, through AOT autograd, backward)
-    bit-identical to eager: our ops are the same opaque calls on the same inputs in both, and what the compiler
-    generates around them here (ReLU and its backward) is exact. `conv`: a convolution first (on the CPU, where
-    inductor calls the same convolution as eager; on the GPU it may change its layout and cuDNN algorithm)."""
+    matching eager: our ops are the same opaque calls in both; what the compiler generates around them (the
+    convolution and its backward, ReLU) may sum in another order, so the comparison allows f32 rounding
+    (torch.testing.assert_close's float32 tolerances), nothing more."""
     model = compile_model(device, conv)
     x = torch.randn(2, 3 if conv else 8, 9, 9, device=device, requires_grad=True)
     dy = torch.randn(2, 8, 9, 9, device=device)
@@ -354,7 +354,8 @@ def assert_compiled_matches_eager(device, conv):
         y = run(x)
         y.backward(dy)
         results.append([y.detach(), x.grad, *(p.grad for p in model.parameters())])
-    assert all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_compile_fullgraph_on_cpu_matches_eager():

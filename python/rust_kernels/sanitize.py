@@ -44,12 +44,13 @@ SHAPES: list[Shape] = [
 # Tool: (its options, the dtypes it runs, how many of SHAPES). Addresses depend on the storage type's size only
 # (f16 moves like bf16): memcheck and initcheck run one type of each size. Shared memory and barriers depend on the
 # accumulation type only (f32 for f32, bf16, f16; f64 for f64): racecheck and synccheck run one of each, and
-# racecheck, the slowest, the first two shapes only (they hold every plan).
+# racecheck, the slowest, the first two shapes only (they hold every plan). bf16-f32 runs the mixed-precision
+# variants (f32 parameters beside bf16 activations).
 TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int]] = {
-    "memcheck": ((), ("f32", "f64", "bf16"), len(SHAPES)),
-    "racecheck": (("--racecheck-report", "all"), ("f32", "f64"), 2),
-    "synccheck": ((), ("f32", "f64"), len(SHAPES)),
-    "initcheck": ((), ("f32", "f64", "bf16"), len(SHAPES)),
+    "memcheck": ((), ("f32", "f64", "bf16", "bf16-f32"), len(SHAPES)),
+    "racecheck": (("--racecheck-report", "all"), ("f32", "f64", "bf16-f32"), 2),
+    "synccheck": ((), ("f32", "f64", "bf16-f32"), len(SHAPES)),
+    "initcheck": ((), ("f32", "f64", "bf16", "bf16-f32"), len(SHAPES)),
 }
 # API errors are not kernel errors, and cuda-python probes the driver with calls that fail by design; the target's
 # start (imports) is bounded by --timeout instead of the sanitizer's 10 s connection timeout.
