@@ -338,11 +338,13 @@ def compile_model(device, conv=True):
 
 def assert_compiled_matches_eager(device, conv):
     """Zero graph breaks, and fullgraph compilation by inductor (forward and, through AOT autograd, backward)
-    matching eager: our ops are the same opaque calls in both; what the compiler generates around them (the
-    convolution and its backward, ReLU) may sum in another order, so the comparison allows f32 rounding
-    (torch.testing.assert_close's float32 tolerances), nothing more."""
+    bit-identical to eager: our ops are the same opaque calls on the same inputs in both, and what the compiler
+    generates around them here (ReLU and its backward) is exact. `conv`: a convolution first, whose input needs no
+    gradient (inductor computes the convolution's input gradient with another call than eager: not bit-identical).
+    On the CPU inductor calls the same convolution forward as eager; on the GPU it may change its layout and cuDNN
+    algorithm, hence no convolution there, and the gradient of x is the first BatchNorm2d's dx."""
     model = compile_model(device, conv)
-    x = torch.randn(2, 3 if conv else 8, 9, 9, device=device, requires_grad=True)
+    x = torch.randn(2, 3 if conv else 8, 9, 9, device=device, requires_grad=not conv)
     dy = torch.randn(2, 8, 9, 9, device=device)
     assert torch._dynamo.explain(model)(x).graph_break_count == 0
     torch._dynamo.reset()
@@ -354,8 +356,7 @@ def assert_compiled_matches_eager(device, conv):
         y = run(x)
         y.backward(dy)
         results.append([y.detach(), x.grad, *(p.grad for p in model.parameters())])
-    for a, b in zip(*results, strict=True):
-        torch.testing.assert_close(a, b)
+    assert all(a is b is None or torch.equal(a, b) for a, b in zip(*results, strict=True))
 
 
 def test_compile_fullgraph_on_cpu_matches_eager():
