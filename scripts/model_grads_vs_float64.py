@@ -1,0 +1,51 @@
+"""One fine-tuning step of a torchvision model with BatchNorm frozen, converted (rust_kernels.torch.convert) and not,
+in f32 and under bf16 autocast, each set of gradients compared with the same model's in float64: is a difference
+between ours and torch's a rounding difference (both as far from float64) or an error? GPU machine:
+    PYTHONPATH=python python3 scripts/model_grads_vs_float64.py resnet50
+"""
+
+import copy
+import sys
+
+import torch
+import torchvision
+
+import rust_kernels.torch as rkt
+
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.manual_seed(0)
+name = sys.argv[1]
+model = getattr(torchvision.models, name)(weights=None).cuda().train()
+with torch.no_grad():
+    for _ in range(3):
+        model(torch.randn(16, 3, 224, 224, device="cuda"))
+model.eval()
+ref = copy.deepcopy(model).double()
+ours = rkt.convert(copy.deepcopy(model))
+x = torch.randn(8, 3, 224, 224, device="cuda")
+t = torch.randint(0, 1000, (8,), device="cuda")
+
+
+def grads(m, dtype, x):
+    m.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", torch.bfloat16, enabled=dtype == "bf16"):
+        loss = torch.nn.functional.cross_entropy(m(x).double(), t)
+    loss.backward()
+    return {n: p.grad.double() for n, p in m.named_parameters()}
+
+
+def relative(got: dict, want: dict) -> dict:
+    """Per parameter: ||got - want|| / ||want||."""
+    return {n: float((got[n] - want[n]).norm() / want[n].norm().clamp_min(1e-300)) for n in want}
+
+
+g64 = grads(ref, "f64", x.double())
+for dtype in ("f32", "bf16"):
+    gt, go = grads(model, dtype, x), grads(ours, dtype, x)
+    et, eo = relative(gt, g64), relative(go, g64)
+    diff = relative(go, gt)
+    w = max(diff, key=diff.get)
+    print(
+        f"{name} {dtype}: max rel diff ours vs torch {diff[w]:.2e} ({w}); vs float64: torch max {max(et.values()):.2e}, ours max {max(eo.values()):.2e}; at {w}: torch {et[w]:.2e}, ours {eo[w]:.2e}; params where ours errs more than 2x torch: {sum(eo[n] > 2 * et[n] + 1e-12 for n in g64)} of {len(g64)}"
+    )
