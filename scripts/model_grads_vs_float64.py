@@ -46,6 +46,9 @@ for dtype in ("f32", "bf16"):
     et, eo = relative(gt, g64), relative(go, g64)
     diff = relative(go, gt)
     w = max(diff, key=diff.get)
+    worse = sum(eo[n] > 2 * et[n] + 1e-12 for n in g64)
     print(
-        f"{name} {dtype}: max rel diff ours vs torch {diff[w]:.2e} ({w}); vs float64: torch max {max(et.values()):.2e}, ours max {max(eo.values()):.2e}; at {w}: torch {et[w]:.2e}, ours {eo[w]:.2e}; params where ours errs more than 2x torch: {sum(eo[n] > 2 * et[n] + 1e-12 for n in g64)} of {len(g64)}"
+        f"{name} {dtype}: max rel diff ours vs torch {diff[w]:.2e} ({w}); vs float64: torch max "
+        f"{max(et.values()):.2e}, ours max {max(eo.values()):.2e}; at {w}: torch {et[w]:.2e}, ours {eo[w]:.2e}; "
+        f"params where ours errs more than 2x torch: {worse} of {len(g64)}"
     )
