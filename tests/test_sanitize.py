@@ -111,3 +111,11 @@ def test_a_tool_that_hangs_is_killed_and_counted_as_failed(monkeypatch, capsys, 
     monkeypatch.setenv("PATH", f"{_stand_in(tmp_path, 'sleep 30').parent}:/usr/bin:/bin")
     assert cli.main(["sanitize", "--out", str(tmp_path), "--tools", "synccheck", "--timeout", "1"]) == 1
     assert "synccheck  FAILED: no summary, timed out" in capsys.readouterr().out
+
+
+def test_memcheck_runs_every_catalogue_instance():
+    """Issue 9.14: every instance (each dtype, CTA size and mode of every kernel) under at least memcheck."""
+    from rust_kernels.kernels import instances
+
+    ran = {plan.kernel for _, plan, _ in sanitize.cases("memcheck")}
+    assert set(instances()) <= ran, sorted(k.id for k in set(instances()) - ran)

@@ -62,7 +62,8 @@ class Family(ABC):
 
     @abstractmethod
     def plans(self, backend: str, shape: Shape, dtype: str) -> list[Plan]:
-        """Every plan worth cross-checking on this shape (each kernel variant and mode)."""
+        """Every plan worth cross-checking on this shape (each kernel variant and mode) on `backend` ("cuda" or
+        "host"); "every": the GPU plans over every CTA size of every kernel instance (the sanitizer runs them)."""
 
     @abstractmethod
     def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:

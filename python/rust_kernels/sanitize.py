@@ -42,12 +42,13 @@ SHAPES: list[Shape] = [
     (2, 2, 48, 64),  # H*W = 3 072: several vectorized steps per thread
 ]
 # Tool: (its options, the dtypes it runs, how many of SHAPES). Addresses depend on the storage type's size only
-# (f16 moves like bf16): memcheck and initcheck run one type of each size. Shared memory and barriers depend on the
-# accumulation type only (f32 for f32, bf16, f16; f64 for f64): racecheck and synccheck run one of each, and
+# (f16 moves like bf16): initcheck runs one type of each size; memcheck runs every dtype, so that every catalogue
+# instance runs under it. Shared memory and barriers depend on the accumulation type only (f32 for f32, bf16, f16;
+# f64 for f64): racecheck and synccheck run one of each, and
 # racecheck, the slowest, the first two shapes only (they hold every plan). bf16-f32 runs the mixed-precision
 # variants (f32 parameters beside bf16 activations).
 TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int]] = {
-    "memcheck": ((), ("f32", "f64", "bf16", "bf16-f32"), len(SHAPES)),
+    "memcheck": ((), ("f32", "f64", "bf16", "f16", "bf16-f32", "f16-f32"), len(SHAPES)),
     "racecheck": (("--racecheck-report", "all"), ("f32", "f64", "bf16-f32"), 2),
     "synccheck": ((), ("f32", "f64", "bf16-f32"), len(SHAPES)),
     "initcheck": ((), ("f32", "f64", "bf16", "bf16-f32"), len(SHAPES)),
@@ -63,13 +64,13 @@ NOT_FOUND = (
 
 
 def cases(tool: str, families: list[Family] | None = None) -> list[tuple[Family, Plan, Shape]]:
-    """The (family, plan, shape) cases a tool's child runs: every plan each family checks on the GPU."""
+    """The (family, plan, shape) cases a tool's child runs: every plan of every CTA size (plans "every")."""
     _, dtypes, shapes = TOOLS[tool]
     out = []
     for family in families or registry.families():
         for shape in SHAPES[:shapes]:
             for dtype in [d for d in family.dtypes if d in dtypes]:
-                out += [(family, plan, shape) for plan in family.plans("cuda", shape, dtype)]
+                out += [(family, plan, shape) for plan in family.plans("every", shape, dtype)]
     return out
 
 

@@ -288,9 +288,10 @@ class Backward(Family):
         "-> (Tensor, Tensor, Tensor)"
     }
     eps = 1e-5
-    seed_blocks = (32, 256, 1024)
-    variant_blocks = {"cuda": (128, 512), "host": (128,)}  # noqa: RUF012
-    splits = {"cuda": (1, 3, 16), "host": (1, 3)}  # noqa: RUF012
+    # CTA sizes and splits each check covers; "every": every CTA size of every kernel (the sanitizer's run).
+    seed_blocks = {"cuda": (32, 256, 1024), "host": (32, 256, 1024), "every": (32, 64, 128, 256, 512, 1024)}  # noqa: RUF012
+    variant_blocks = {"cuda": (128, 512), "host": (128,), "every": (128, 256, 512)}  # noqa: RUF012
+    splits = {"cuda": (1, 3, 16), "host": (1, 3), "every": (1, 3, 16)}  # noqa: RUF012
 
     def inputs_key(self, plan: Plan) -> str:  # type: ignore[override]
         return common.plan_key(plan.kernel)
@@ -321,7 +322,7 @@ class Backward(Family):
         mixed = dtype in common.MIXED
         dtype = common.split_key(dtype)[0]
         split_class, warp_class = _variants(mixed)
-        out = [] if mixed else [seed(block, dtype) for block in self.seed_blocks]
+        out = [] if mixed else [seed(block, dtype) for block in self.seed_blocks[backend]]
         hw = shape[2] * shape[3]
         for block in self.variant_blocks[backend]:
             for vectorized in (0, 1, 2):

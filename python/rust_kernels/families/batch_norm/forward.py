@@ -143,7 +143,7 @@ class ForwardInference(Family):
         "bool training=False, float momentum=0.1, float eps=1e-05) -> (Tensor, Tensor, Tensor)"
     }
     eps = 1e-5
-    blocks = (32, 128, 1024)
+    blocks = {"cuda": (32, 128, 1024), "host": (32, 128, 1024), "every": (32, 64, 128, 256, 512, 1024)}  # noqa: RUF012
 
     def inputs_key(self, plan: Plan) -> str:  # type: ignore[override]
         return common.plan_key(plan.kernel)
@@ -165,7 +165,7 @@ class ForwardInference(Family):
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str) -> list[Plan]:
         storage = common.split_key(dtype)[0]
-        return [choose(shape[2] * shape[3], storage, block, dtype in common.MIXED) for block in self.blocks]
+        return [choose(shape[2] * shape[3], storage, block, dtype in common.MIXED) for block in self.blocks[backend]]
 
     def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
         names = ("x", "weight", "bias", "running_mean", "running_var")
