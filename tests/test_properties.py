@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rust_kernels import arrays, check, cli, fuzz, registry
 from rust_kernels.dtypes import DTYPES
-from rust_kernels.families.batch_norm import backward
+from rust_kernels.families.batch_norm import backward, common
 from rust_kernels.registry import Family
 
 BACKEND = "cuda" if os.environ.get("HYPOTHESIS_PROFILE") == "gpu" else "host"
@@ -84,12 +84,12 @@ def test_vectorized_plans_refuse_misaligned_inputs_and_the_op_picks_a_pack_that_
     inputs = family.inputs(shape, dtype, seed=1)
     data = {name: check.placed(a, BACKEND, offset) for name, a in inputs.items()}
     own = family.choose(data, BACKEND)
-    assert misaligned_by % (backward.unit_elements(own.kernel.vectorized, dtype) * DTYPES[dtype].size) == 0
+    assert misaligned_by % (common.unit_elements(own.kernel.vectorized, dtype) * DTYPES[dtype].size) == 0
     assert check.attempt(family, own, shape, inputs, data, BACKEND, forced=False).passed
     for plan in family.plans(BACKEND, shape, dtype):
         if getattr(plan.kernel, "vectorized", 0) == 0:
             continue
-        pack = backward.unit_elements(plan.kernel.vectorized, dtype) * DTYPES[dtype].size
+        pack = common.unit_elements(plan.kernel.vectorized, dtype) * DTYPES[dtype].size
         result = check.attempt(family, plan, shape, inputs, data, BACKEND)
         if misaligned_by % pack:
             assert fuzz.PRECONDITION in result.error and f"{pack}-byte aligned" in result.error, (plan.label, result)

@@ -27,6 +27,8 @@ def test_the_catalogue_parses():
         "batch_norm_2d_nchw_backward_warp",
         "batch_norm_2d_nchw_backward_warp_mixed",
         "batch_norm_2d_nchw_forward_inference",
+        "batch_norm_2d_nchw_forward_inference_flat",
+        "batch_norm_2d_nchw_forward_inference_flat_mixed",
         "batch_norm_2d_nchw_forward_inference_mixed",
     ]
 

@@ -78,20 +78,6 @@ class Plan:
         return (self.ctas, 1, 1) if self.kind == "warp" else (channels, self.split, 1)
 
 
-def unit_elements(vectorized: int, dtype: str) -> int:
-    """Elements the variant kernels move at once: one, or a 16-byte (vectorized 1) or 8-byte (2) pack."""
-    return {0: 1, 1: 16, 2: 8}[vectorized] // (1 if vectorized == 0 else DTYPES[dtype].size)
-
-
-def vector_mode(hw: int, dtype: str, alignment: int) -> int:
-    """The widest pack that divides every row (H*W elements) and the pointers' alignment, if it holds 2+ lanes."""
-    for mode, nbytes in ((1, 16), (2, 8)):
-        lanes = unit_elements(mode, dtype)
-        if alignment % nbytes == 0 and lanes >= 2 and hw % lanes == 0:
-            return mode
-    return 0
-
-
 def _variants(mixed: bool) -> tuple[type[Kernel], type[Kernel]]:
     """The split and warp kernels: for one dtype, or for bf16/f16 activations with f32 parameters."""
     if mixed:
@@ -115,8 +101,8 @@ def choose(
     hw = height * width
     if batches * hw >= 2**32:
         raise ArgumentError(f"x: B * H * W = {batches * hw} exceeds the kernel's 32-bit per-channel indexing")
-    vectorized = vector_mode(hw, dtype, alignment)
-    units = batches * hw // unit_elements(vectorized, dtype)
+    vectorized = common.vector_mode(hw, dtype, alignment)
+    units = batches * hw // common.unit_elements(vectorized, dtype)
     if vectorized == 0 and units <= WARP_MAX_UNITS:
         return warp(channels, block_hw or 128, 0, dtype, mixed)
     # Measured on the H200 (bench and a sweep of block x split per shape): with C of 1.5 CTAs per SM or more, one
@@ -326,7 +312,7 @@ class Backward(Family):
         hw = shape[2] * shape[3]
         for block in self.variant_blocks[backend]:
             for vectorized in (0, 1, 2):
-                if hw % unit_elements(vectorized, dtype):
+                if hw % common.unit_elements(vectorized, dtype):
                     continue  # its packs do not divide a row
                 for det in (0, 1):
                     kernel = split_class(block, vectorized, det, dtype=dtype)

@@ -40,6 +40,20 @@ def split_key(key: str) -> tuple[str, str]:
     return MIXED.get(key, (key, key))
 
 
+def unit_elements(vectorized: int, dtype: str) -> int:
+    """Elements the vectorized kernels move at once: one, or a 16-byte (vectorized 1) or 8-byte (2) pack."""
+    return {0: 1, 1: 16, 2: 8}[vectorized] // (1 if vectorized == 0 else DTYPES[dtype].size)
+
+
+def vector_mode(hw: int, dtype: str, alignment: int) -> int:
+    """The widest pack that divides every row (H*W elements) and the pointers' alignment, if it holds 2+ lanes."""
+    for mode, nbytes in ((1, 16), (2, 8)):
+        lanes = unit_elements(mode, dtype)
+        if alignment % nbytes == 0 and lanes >= 2 and hw % lanes == 0:
+            return mode
+    return 0
+
+
 def plan_key(kernel: Kernel) -> str:
     """The dtype key a kernel runs on: its dtype, with f32 parameters for the mixed-precision variants."""
     return f"{kernel.dtype}-f32" if kernel.name.endswith("_mixed") else kernel.dtype
