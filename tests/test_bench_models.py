@@ -550,5 +550,7 @@ def test_a_small_plan_on_the_gpu(tmp_path):
     for r in results:
         assert r.ms["torch"] > 0 and r.ms["ours"] > 0 and r.grads is not None, r.notes
         assert r.bn_share("torch") is not None and 0 < r.bn_share("torch") < 1, r.notes
-    # replays that did not recompute would leave O(1) differences; the 1e-5 target is the benchmark's to report
-    assert all(r.grads.worst < 1e-3 for r in results if r.cell.dtype == "f32" and r.grads), [r.grads for r in results]
+    # Replays that did not recompute would leave O(1) differences; the 1e-5 target is the benchmark's to report. Two
+    # torch copies of this tiny model (calibrated on 8 images: near-zero variances amplify rounding) differed by up
+    # to 6e-2 on the H200 (cuDNN picks its algorithms per copy), so only O(1) is an error here.
+    assert all(r.grads.worst < 0.3 for r in results if r.cell.dtype == "f32" and r.grads), [r.grads for r in results]
