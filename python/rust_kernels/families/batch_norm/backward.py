@@ -139,10 +139,7 @@ def own_plan(
     mixed: bool = False,
 ) -> Plan:
     """The op's choice for arrays `streamed` (dy, x, and dx where it exists) on `backend`'s device."""
-    from rust_kernels.driver import multiprocessor_count
-
-    alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
-    sms = 1 if backend == "host" else multiprocessor_count(device)
+    alignment, sms = common.placement(streamed, backend, device)
     block = None if block_hw is None else int(block_hw)
     return choose(shape, dtype, alignment, sms, deterministic, block, mixed)
 

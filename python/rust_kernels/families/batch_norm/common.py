@@ -3,6 +3,7 @@ the reference, test inputs."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,15 @@ def vector_mode(hw: int, dtype: str, alignment: int) -> int:
         if alignment % nbytes == 0 and lanes >= 2 and hw % lanes == 0:
             return mode
     return 0
+
+
+def placement(streamed: tuple[Any, ...], backend: str, device: int) -> tuple[int, int]:
+    """What a plan depends on besides the shape: the alignment (a power of two up to 16) the streamed arrays'
+    addresses share, and the SMs to fill (1 in the emulator)."""
+    from rust_kernels.driver import multiprocessor_count
+
+    alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
+    return alignment, 1 if backend == "host" else multiprocessor_count(device)
 
 
 def plan_key(kernel: Kernel) -> str:

@@ -91,10 +91,7 @@ def own_plan(
     """The op's choice for arrays `streamed` (x, and y where it exists) on `backend`'s device."""
     if block_hw is not None:
         return seed(shape[2] * shape[3], dtype, int(block_hw), mixed)
-    from rust_kernels.driver import multiprocessor_count
-
-    alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
-    sms = 1 if backend == "host" else multiprocessor_count(device)
+    alignment, sms = common.placement(streamed, backend, device)
     return choose(shape, dtype, alignment, sms, mixed)
 
 
