@@ -11,7 +11,7 @@ archs=("${@:-sm_80 sm_90 sm_100}")
 prebuilt=python/rust_kernels/_prebuilt
 rm -rf "$prebuilt"
 # shellcheck disable=SC2068 # the default list splits into its archs
-python3 -m rust_kernels build --arch ${archs[@]} --prebuilt
+PYTHONPATH=python python3 -m rust_kernels build --arch ${archs[@]} --prebuilt  # this checkout's package
 maturin build --release -o "$out"
 rm -rf "$prebuilt"  # the checkout builds its own; only the wheel carries them
 ls -l "$out"/*.whl
