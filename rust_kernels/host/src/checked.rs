@@ -11,9 +11,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The driver's `cuLaunchKernel`.
-type LaunchKernel =
-    unsafe extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void, *mut *mut c_void) -> i32;
+use crate::{enqueue, LaunchKernel};
 
 /// Parameters packed on the stack; kernels with more take one heap allocation per call.
 const INLINE: usize = 32;
@@ -1064,24 +1062,16 @@ impl CheckedLaunch {
         let [bx, by, bz] = self.block;
         // SAFETY: the constructor's contract; `params` points at `n` live slots for the duration of the call, and the
         // driver copies the values before returning.
-        let code = unsafe {
-            (self.launch)(
+        unsafe {
+            enqueue(
+                py,
+                self.launch,
                 self.function,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
-                shared,
+                [gx, gy, gz, bx, by, bz, shared],
                 stream,
                 params.as_mut_ptr(),
-                std::ptr::null_mut(),
+                &self.on_error,
             )
-        };
-        if code != 0 {
-            self.on_error.call1(py, (code,))?;
         }
-        Ok(())
     }
 }

@@ -11,6 +11,43 @@ mod checked;
 type LaunchKernel =
     unsafe extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void, *mut *mut c_void) -> i32;
 
+/// Calls `launch` (cuLaunchKernel) for `function` with `dims` (grid x, y, z, block x, y, z, dynamic shared memory
+/// bytes) on `stream`; a nonzero CUresult goes to `on_error`, which raises the package's LaunchError.
+///
+/// # Safety
+/// `launch` is cuLaunchKernel, `function` a CUfunction of the current context, and `params` points at one live
+/// pointer per kernel parameter for the duration of the call (the driver copies the values).
+unsafe fn enqueue(
+    py: Python<'_>,
+    launch: LaunchKernel,
+    function: usize,
+    dims: [u32; 7],
+    stream: usize,
+    params: *mut *mut c_void,
+    on_error: &PyObject,
+) -> PyResult<()> {
+    let [gx, gy, gz, bx, by, bz, shared] = dims;
+    let code = unsafe {
+        launch(
+            function,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            shared,
+            stream,
+            params,
+            std::ptr::null_mut(),
+        )
+    };
+    if code != 0 {
+        on_error.call1(py, (code,))?;
+    }
+    Ok(())
+}
+
 /// One checked, packed GPU launch (rust_kernels.cuda builds it): calling it calls `cuLaunchKernel` directly, with no
 /// argument conversion, which is what makes a prepared launch cheaper than ctypes or cuda.core.
 #[pyclass(frozen)]
@@ -60,27 +97,18 @@ impl CudaLaunch {
     }
 
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
-        let [gx, gy, gz, bx, by, bz, shared] = self.dims;
         // SAFETY: the constructor's contract; `_keep` holds the parameter storage alive.
-        let code = unsafe {
-            (self.launch)(
+        unsafe {
+            enqueue(
+                py,
+                self.launch,
                 self.function,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
-                shared,
+                self.dims,
                 self.stream,
                 self.params as _,
-                std::ptr::null_mut(),
+                &self.on_error,
             )
-        };
-        if code != 0 {
-            self.on_error.call1(py, (code,))?;
         }
-        Ok(())
     }
 }
 
