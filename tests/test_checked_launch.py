@@ -166,6 +166,23 @@ def test_the_same_bytes_as_the_python_path(driver):
     )
 
 
+def test_enqueue_packs_the_bytes_of_a_checked_launch(driver):
+    """The ops' fast path (CudaKernel.enqueue) packs without checking: the same dims and bytes as the checked call
+    of the same arguments, on the given stream, with the kernel's default shared memory."""
+    launch = checked_launch(SPLIT, driver)
+    values = good_args(SPLIT)
+    values[9] = 0x7B00_0000_0000  # raw pointers pass as they are
+    launch((3, 4), 128, values, stream=0x5EED)
+    checked = driver.last()
+    calls = driver.calls
+    launch.enqueue((3, 4, 1), tuple(values), 0x5EED)
+    assert driver.calls == calls + 1
+    assert driver.last() == checked
+    with pytest.raises(ArgumentError, match="takes 15 arguments"):  # the count is still checked: it sizes the packing
+        launch.enqueue((3, 4, 1), tuple(values[:-1]), 0)
+    assert driver.calls == calls + 1
+
+
 class IntLike(enum.IntEnum):
     THREE = 3
 
@@ -442,6 +459,26 @@ def test_a_failed_launch_calls_on_error_with_the_code(driver):
         driver.set_result(0)
     launch(3, 256, good_args())
     assert codes == [700]
+
+
+def test_a_launch_is_retried_once_when_on_error_removed_the_cause(driver):
+    """on_error returns True where it fixed the failure (no context was current on the thread): one more launch."""
+    codes = []
+
+    def bind_and_retry(code):
+        codes.append(code)
+        return True
+
+    launch = checked_launch(K, driver, on_error=bind_and_retry)
+    driver.set_result(201)
+    try:
+        for send in (lambda: launch(3, 256, good_args()), lambda: launch.enqueue((3, 1, 1), tuple(good_args()), 0)):
+            calls = driver.calls
+            send()
+            assert driver.calls == calls + 2 and codes == [201, 201]  # retried once; the second failure reported
+            codes.clear()
+    finally:
+        driver.set_result(0)
 
 
 def test_keeps_no_reference_to_the_arguments(driver):

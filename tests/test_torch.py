@@ -15,6 +15,7 @@ import rust_kernels.torch as rk_torch  # noqa: E402 (after the skip)
 from rust_kernels import ArgumentError, arrays, registry  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
 from rust_kernels.families.batch_norm import common  # noqa: E402
+from rust_kernels.torch import library  # noqa: E402
 
 F = torch.nn.functional
 OPS = torch.ops.rust_kernels
@@ -172,6 +173,36 @@ def test_gradients_only_where_needed_and_none_for_running_statistics():
     assert mean.grad is None
 
 
+def test_the_eager_path_gives_the_operators_results_and_gradients(monkeypatch):
+    """batch_norm_2d (BatchNorm2d's call) runs eager calls on plain tensors through an autograd.Function calling the
+    kernels directly: the operators' outputs and gradients, bit for bit, without the dispatcher."""
+    t = tensors((2, 3, 5, 7), "bf16-f32")
+    names = ("x", "weight", "bias")
+    calls = []
+    monkeypatch.setattr(library, "run_host", spy(calls, library.run_host))
+    for needs in [(True, True, True), (False, True, False), (False, False, False)]:
+        ours = [a.requires_grad_(n) for a, n in zip(leaves(t, *names), needs, strict=True)]
+        theirs = [a.requires_grad_(n) for a, n in zip(leaves(t, *names), needs, strict=True)]
+        x, weight, bias = ours
+        del calls[:]
+        y = rk_torch.batch_norm_2d(x, t["running_mean"], t["running_var"], weight, bias, EPS)
+        want = OPS.batch_norm_2d_forward(*theirs, t["running_mean"], t["running_var"], False, 0.1, EPS)[0]
+        assert torch.equal(y, want) and y.requires_grad == any(needs)
+        if any(needs):
+            y.backward(t["dy"])
+            want.backward(t["dy"])
+        direct = [c[0].__name__ for c in calls if "_nchw_" in c[0].__name__]
+        want_direct = ["batch_norm_2d_nchw_forward_inference", "batch_norm_2d_nchw_backward"][: 1 + any(needs)]
+        assert direct == want_direct  # (the operators run the torch-native signatures, batch_norm_2d_forward, ...)
+        for a, b in zip(ours, theirs, strict=True):
+            assert (a.grad is None) == (b.grad is None) and (a.grad is None or torch.equal(a.grad, b.grad))
+    (x,) = leaves(t, "x")
+    y = rk_torch.batch_norm_2d(x, t["running_mean"], t["running_var"], t["weight"], t["bias"], EPS)
+    (dx,) = torch.autograd.grad(y, x, t["dy"], create_graph=True)
+    with pytest.raises(NotImplementedError, match="double backward is not implemented"):  # as the operators'
+        dx.sum().backward()
+
+
 def test_double_backward_is_refused():
     t = tensors((2, 3, 5, 7), "f32")
     (x,) = leaves(t, "x")
@@ -299,16 +330,20 @@ def test_converted_model_trains_with_torch_and_evaluates_with_ours(monkeypatch):
     assert torch.equal(ours(x), theirs(x))
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values(), strict=True))
     # eval mode: our op wherever running statistics exist (not in the BatchNorm2d without them, nor the subclass)
-    calls, op = [], OPS.batch_norm_2d_forward
-    monkeypatch.setattr(torch.ops.rust_kernels, "batch_norm_2d_forward", spy(calls, op))
+    seen, op = [], OPS.batch_norm_2d_forward
+    monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))  # eager calls run the op directly
+
+    def ours_ran() -> int:  # (the operator's own calls run batch_norm_2d_forward)
+        return sum(c[0] is FORWARD.ops["batch_norm_2d_nchw_forward_inference"] for c in seen)
+
     ours.eval(), theirs.eval()
     h = ours[0](x)
     for bn in (ours[1], *ours[3]):  # with weight and bias; without (affine=False); momentum=None
         weight = torch.ones(4) if bn.weight is None else bn.weight
         bias = torch.zeros(4) if bn.bias is None else bn.bias
         assert torch.equal(bn(h), op(h, weight, bias, bn.running_mean, bn.running_var, False, 0.0, bn.eps)[0])
-    assert len(calls) == 3  # (how the op compares with torch's eval batch norm: the tests above)
-    assert torch.equal(ours[4](h), theirs[4](h)) and torch.equal(ours[5](h), theirs[5](h)) and len(calls) == 3
+    assert ours_ran() == 3  # (how the op compares with torch's eval batch norm: the tests above)
+    assert torch.equal(ours[4](h), theirs[4](h)) and torch.equal(ours[5](h), theirs[5](h)) and ours_ran() == 3
 
 
 def spy(calls, op):

@@ -33,7 +33,7 @@ class CudaKernel:
 
         self.kernel = kernel
         self.device = device
-        driver.context(device)
+        driver.bind_context(device)
         arch = device_arch(device)
         entry = entry or entry_for_arch(kernel, arch)
         cubin = entry.file(f"kernel.{arch}.cubin")
@@ -82,6 +82,15 @@ class CudaKernel:
             stream = driver.current_stream(self.device, args[0] if isinstance(args, list | tuple) and args else None)
         self._checked(grid, block, args, shared_mem, stream)
 
+    def enqueue(self, grid: tuple[int, int, int], args: tuple[Any, ...], stream: int) -> None:
+        """Launches on CUstream handle `stream` with the default shared memory, *unchecked* where the extension is
+        built: only for arguments of a signature that `launch` accepted (the ops' fast path, rust_kernels.calls).
+        Without the extension it is `launch`."""
+        if self._checked is None:
+            self.launch(grid, self.kernel.block_dim, args, stream=stream)
+        else:
+            self._checked.enqueue(grid, args, stream)
+
 
 def _checked_launch(loaded: CudaKernel) -> Any:
     """The extension's CheckedLaunch for this kernel: the checks of args.pack and args.launch_config, the packing
@@ -115,7 +124,7 @@ def _checked_launch(loaded: CudaKernel) -> Any:
         argument_error=ArgumentError,
         argument_type_error=ArgumentTypeError,
         pointer_device=lambda pointer: driver.pointer_device(pointer),  # late-bound: tests replace it
-        on_error=partial(_launch_failed, kernel.id),
+        on_error=partial(_launch_failed, kernel.id, loaded.device),
         stream_handle=driver.stream_handle,
         allowed_shared=DEFAULT_SHARED_LIMIT,
         allow_shared=loaded._allow_shared,
@@ -132,8 +141,14 @@ def _cu_launch_kernel() -> Any:
     return function
 
 
-def _launch_failed(kernel_id: str, code: int) -> None:
-    driver.check((driver.driver_module().CUresult(code),), f"launching {kernel_id}")
+def _launch_failed(kernel_id: str, device: int, code: int) -> bool:
+    """The native launchers' on_error: True (retry) where no context was current on this thread and now the
+    device's is; else raises LaunchError with the driver's words."""
+    cu = driver.driver_module()
+    if code == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT and driver.bind_context(device):
+        return True
+    driver.check((cu.CUresult(code),), f"launching {kernel_id}")
+    return False
 
 
 @cache
@@ -161,7 +176,7 @@ def _prepared(
     """A callable that enqueues the launch: the extension's CudaLaunch where it is built, else ctypes."""
     values = [_ctype(p.type)(p.value) for p in packed]  # the driver reads these at each launch
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-    on_error = partial(_launch_failed, loaded.kernel.id)
+    on_error = partial(_launch_failed, loaded.kernel.id, loaded.device)
     native = _native_launch()
     if native is not None:
         entry = ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value
@@ -174,8 +189,10 @@ def _prepared(
 
     def launch() -> None:
         code = call()
-        if code:
-            on_error(code)
+        if code and on_error(code):  # retried once, as the native launchers do
+            code = call()
+            if code:
+                on_error(code)
 
     launch.keep = (values, params)  # type: ignore[attr-defined]
     return launch

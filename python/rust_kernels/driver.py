@@ -41,9 +41,19 @@ def gpu_available() -> tuple[bool, str]:
     return True, f"{count} CUDA device(s)"
 
 
+def bind_context(device: int) -> bool:
+    """Makes the device's primary context current on this thread if none is; whether it had to. (PyTorch's autograd
+    and user threads may have none: the runtime API binds it lazily, the driver API needs it bound.)"""
+    driver = driver_module()
+    if int(check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")):
+        return False
+    check(driver.cuCtxSetCurrent(context(device)), "cuCtxSetCurrent")
+    return True
+
+
 @cache
 def context(device: int) -> Any:
-    """The device's primary context, retained for the process and made current on this thread."""
+    """The device's primary context, retained for the process and made current on the first thread that asks."""
     usable, why = gpu_available()
     if not usable:
         raise RustKernelsError(f"backend 'cuda': {why}; use backend='host' to run in the CPU emulator")

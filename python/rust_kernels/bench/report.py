@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import TextIO
 
 Shape = tuple[int, ...]
-# Every column a family may time, in report order (registry.Family.bench_calls): "ours_atomic" is optional.
-COLUMNS = ("ours", "ours_atomic", "torch", "compile", "bound")
+# Every column a family may time, in report order (registry.Family.bench_calls): "ours_atomic" and "ours_op" (the op
+# called as torch.ops.rust_kernels.<name>, through PyTorch's dispatcher) are optional.
+COLUMNS = ("ours", "ours_atomic", "ours_op", "torch", "compile", "bound")
 COMPARED = tuple(c for c in COLUMNS if c != "bound")  # the columns set against the bound
 BASELINES = ("torch", "compile")  # what a user would pick instead: ours' speedup is reported against each
-LABELS = {"ours": "ours", "ours_atomic": "atomic", "torch": "torch", "compile": "compile", "bound": "bound"}
+LABELS = {"ours": "ours", "ours_atomic": "atomic", "ours_op": "torch.ops", "torch": "torch", "compile": "compile",
+          "bound": "bound"}  # fmt: skip
 LARGE_BYTES = 8e6  # shapes moving at least this much are held to the bound in the summary
 ABSENT = ""  # a column the family does not have, in CSV files (a column that failed reads "n/a")
 

@@ -36,19 +36,22 @@ def _to_numpy(a: Any) -> Any:
     return arrays.to_host(a.detach().contiguous()) if isinstance(a, torch.Tensor) else a
 
 
-def _on_cuda(op: Callable[..., Any]) -> Callable[..., Any]:
-    def cuda(*args: Any) -> Any:
-        return op(*map(_contiguous, args), backend="cuda")
-
-    return cuda
+def run_cuda(op: Callable[..., Any], *args: Any) -> Any:
+    """`op` on CUDA tensors: made contiguous, on torch's current stream (the op's default)."""
+    return op(*map(_contiguous, args), backend="cuda")
 
 
-def _on_host(op: Callable[..., Any]) -> Callable[..., Any]:
-    def host(*args: Any) -> Any:
-        out = op(*map(_to_numpy, args), backend="host")
-        return tuple(map(arrays.to_torch, out)) if isinstance(out, tuple) else arrays.to_torch(out)
+def run_host(op: Callable[..., Any], *args: Any) -> Any:
+    """`op` on CPU tensors, in the host emulator."""
+    out = op(*map(_to_numpy, args), backend="host")
+    return tuple(map(arrays.to_torch, out)) if isinstance(out, tuple) else arrays.to_torch(out)
 
-    return host
+
+def call(op: Callable[..., Any], *args: Any) -> Any:
+    """A registry op on plain CPU or CUDA tensors (the first argument's device) as the operators' kernels run it,
+    called directly: no dispatcher, no autograd (the caller's autograd.Function records it). The eager fast path of
+    rust_kernels.torch.batch_norm; compiled, traced and transformed programs use the operators."""
+    return (run_cuda if args[0].is_cuda else run_host)(op, *args)
 
 
 def _check_arguments(name: str, op: Callable[..., Any]) -> None:
@@ -64,8 +67,15 @@ def define(name: str, schema: str, op: Callable[..., Any]) -> None:
     """Defines `rust_kernels::<name>` with `schema` ("(arguments) -> returns") and its CUDA and CPU kernels."""
     _LIBRARY.define(name + schema)
     _check_arguments(name, op)
-    _LIBRARY.impl(name, _on_cuda(op), "CUDA")
-    _LIBRARY.impl(name, _on_host(op), "CPU")
+
+    def cuda(*args: Any) -> Any:
+        return run_cuda(op, *args)
+
+    def host(*args: Any) -> Any:
+        return run_host(op, *args)
+
+    _LIBRARY.impl(name, cuda, "CUDA")
+    _LIBRARY.impl(name, host, "CPU")
 
 
 def define_registry() -> tuple[str, ...]:

@@ -1047,6 +1047,46 @@ impl CheckedLaunch {
                 self.allowed_shared.fetch_max(shared.into(), Ordering::AcqRel);
             }
         }
+        self.send(py, grid3, shared, stream, slots)
+    }
+
+    /// Packs `args` by the schema and enqueues the launch on `stream` (a CUstream handle) with the kernel's default
+    /// shared memory, *without checking anything*: the ops' fast path calls it only with arguments of a signature
+    /// (array types, dtypes, devices, contiguity, alignment, scalar values) that a checked launch of this kernel
+    /// accepted. Pointer arguments are tensors (`data_ptr()`) or ints, scalars Python numbers, `grid` three ints.
+    fn enqueue(&self, py: Python<'_>, grid: (u32, u32, u32), args: &Bound<'_, PyTuple>, stream: usize) -> PyResult<()> {
+        let n = self.params.len();
+        self.check_count(py, args.len())?;
+        let mut inline_slots = [0u64; INLINE];
+        let mut heap_slots = Vec::new();
+        let slots: &mut [u64] = if n <= INLINE {
+            &mut inline_slots[..n]
+        } else {
+            heap_slots.resize(n, 0);
+            &mut heap_slots
+        };
+        for (i, (param, slot)) in self.params.iter().zip(slots.iter_mut()).enumerate() {
+            let value = args.get_borrowed_item(i)?;
+            match param.kind {
+                Kind::Ptr if value.is_exact_instance_of::<pyo3::types::PyInt>() => store(slot, value.extract::<u64>()?),
+                Kind::Ptr => store(slot, value.call_method0(intern!(py, "data_ptr"))?.extract::<u64>()?),
+                Kind::I32 => store(slot, value.extract::<i32>()?),
+                Kind::U32 => store(slot, value.extract::<u32>()?),
+                Kind::I64 => store(slot, value.extract::<i64>()?),
+                Kind::U64 => store(slot, value.extract::<u64>()?),
+                Kind::F32 => store(slot, value.extract::<f64>()? as f32),
+                Kind::F64 => store(slot, value.extract::<f64>()?),
+            }
+        }
+        let (x, y, z) = grid;
+        self.send(py, [x, y, z], self.min_shared, stream, slots)
+    }
+}
+
+impl CheckedLaunch {
+    /// cuLaunchKernel with the packed `slots`.
+    fn send(&self, py: Python<'_>, grid: [u32; 3], shared: u32, stream: usize, slots: &mut [u64]) -> PyResult<()> {
+        let n = slots.len();
         let mut inline_params = [std::ptr::null_mut::<c_void>(); INLINE];
         let mut heap_params = Vec::new();
         let params: &mut [*mut c_void] = if n <= INLINE {
@@ -1058,7 +1098,7 @@ impl CheckedLaunch {
         for (param, slot) in params.iter_mut().zip(slots.iter_mut()) {
             *param = (slot as *mut u64).cast();
         }
-        let [gx, gy, gz] = grid3;
+        let [gx, gy, gz] = grid;
         let [bx, by, bz] = self.block;
         // SAFETY: the constructor's contract; `params` points at `n` live slots for the duration of the call, and the
         // driver copies the values before returning.

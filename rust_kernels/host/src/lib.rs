@@ -2,7 +2,9 @@
 //! and `CudaLaunch`, a prepared one. (Kernels run in the host emulator from libraries built per kernel instance: see rust_kernels.host.)
 
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use std::ffi::c_void;
 
 mod checked;
@@ -12,11 +14,13 @@ type LaunchKernel =
     unsafe extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void, *mut *mut c_void) -> i32;
 
 /// Calls `launch` (cuLaunchKernel) for `function` with `dims` (grid x, y, z, block x, y, z, dynamic shared memory
-/// bytes) on `stream`; a nonzero CUresult goes to `on_error`, which raises the package's LaunchError.
+/// bytes) on `stream`. A nonzero CUresult goes to `on_error`, which raises the package's LaunchError, or returns True
+/// when it removed the cause (no context was current on this thread: it made the device's primary context current);
+/// the launch is then retried, once.
 ///
 /// # Safety
-/// `launch` is cuLaunchKernel, `function` a CUfunction of the current context, and `params` points at one live
-/// pointer per kernel parameter for the duration of the call (the driver copies the values).
+/// `launch` is cuLaunchKernel, `function` a CUfunction of the device's primary context, and `params` points at one
+/// live pointer per kernel parameter for the duration of the call (the driver copies the values).
 unsafe fn enqueue(
     py: Python<'_>,
     launch: LaunchKernel,
@@ -27,7 +31,7 @@ unsafe fn enqueue(
     on_error: &PyObject,
 ) -> PyResult<()> {
     let [gx, gy, gz, bx, by, bz, shared] = dims;
-    let code = unsafe {
+    let send = || unsafe {
         launch(
             function,
             gx,
@@ -42,8 +46,12 @@ unsafe fn enqueue(
             std::ptr::null_mut(),
         )
     };
-    if code != 0 {
-        on_error.call1(py, (code,))?;
+    let code = send();
+    if code != 0 && on_error.call1(py, (code,))?.is_truthy(py)? {
+        let code = send();
+        if code != 0 {
+            on_error.call1(py, (code,))?;
+        }
     }
     Ok(())
 }
@@ -112,8 +120,52 @@ impl CudaLaunch {
     }
 }
 
+/// `rust_kernels.calls.signature` in one native call, for the same result: the scalars (each of one of
+/// `scalar_types`), then per array `(shape, dtype, get_device(), is_contiguous(), data_ptr() % 16)`; None where a
+/// scalar or an array is of another type (`plain`: the array types) or an array is not on a CUDA device.
+#[pyfunction]
+fn signature<'py>(
+    py: Python<'py>,
+    arrays: &Bound<'py, PyTuple>,
+    scalars: &Bound<'py, PyTuple>,
+    plain: &Bound<'py, PyTuple>,
+    scalar_types: &Bound<'py, PyTuple>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let among = |value: &Bound<'py, PyAny>, types: &Bound<'py, PyTuple>| {
+        let kind = value.get_type();
+        types.iter().any(|t| t.is(&kind))
+    };
+    let mut key = Vec::with_capacity(scalars.len() + arrays.len());
+    for scalar in scalars.iter() {
+        if !among(&scalar, scalar_types) {
+            return Ok(None);
+        }
+        key.push(scalar);
+    }
+    for array in arrays.iter() {
+        if !among(&array, plain) {
+            return Ok(None);
+        }
+        let device = array.call_method0(intern!(py, "get_device"))?;
+        if device.extract::<i64>()? < 0 {
+            return Ok(None);
+        }
+        let address: u64 = array.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        let entry = [
+            array.getattr(intern!(py, "shape"))?,
+            array.getattr(intern!(py, "dtype"))?,
+            device,
+            array.call_method0(intern!(py, "is_contiguous"))?,
+            (address % 16).into_pyobject(py)?.into_any(),
+        ];
+        key.push(PyTuple::new(py, entry)?.into_any());
+    }
+    Ok(Some(PyTuple::new(py, key)?))
+}
+
 #[pymodule]
 fn _host(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(signature, m)?)?;
     m.add_class::<CudaLaunch>()?;
     m.add_class::<checked::CheckedLaunch>()?;
     Ok(())

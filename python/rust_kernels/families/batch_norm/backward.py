@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from rust_kernels import arrays
+from rust_kernels import arrays, calls, driver
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
 from rust_kernels.families.batch_norm import common
@@ -148,6 +148,7 @@ def own_plan(
 # Split-kernel workspaces, per (library, device, stream, dtype, mode): every launch leaves them zeroed again, and
 # launches on one stream are ordered, so one workspace per stream is never used by two launches at once.
 _workspaces: dict[tuple, tuple[Any, Any]] = {}
+_decisions = calls.Decisions()
 
 
 @cache
@@ -155,22 +156,60 @@ def _loaded(kernel: Kernel, device: int, backend: str) -> Any:
     return load(kernel, device=device, backend=backend)
 
 
-def _workspace(like: Any, plan: Plan, channels: int, device: int, stream: Any) -> tuple[Any, Any]:
-    """(partials, counters) for a split launch: zero before the launch, and zero after it."""
-    acc = plan.kernel.dtype_info.acc
-    deterministic = plan.kernel.deterministic == 1
-    need = channels * (plan.split if deterministic else 1) * 2
+@dataclass(frozen=True)
+class _Decided:
+    """What a call decided, reused by calls of its signature (rust_kernels.calls)."""
+
+    plan: Plan
+    loaded: Any
+    shape: common.Shape4
+    device: int
+    grid: tuple[int, int, int]
+    scalars: tuple[int | float, ...]  # the kernel's scalar arguments: B, C, H*W, eps, and split or ctas
+    workspace: tuple | None  # the split kernel's: (need, key of _workspaces without the stream)
+
+
+def _decide(plan: Plan, shape: common.Shape4, like: Any, device: int, backend: str, eps: float) -> _Decided:
+    batches, channels, height, width = shape
+    kind, kernel = plan.kind, plan.kernel
+    scalars = (batches, channels, height * width, common.kernel_eps(kernel, eps))
+    scalars += {"split": (plan.split,), "warp": (plan.ctas,)}.get(kind, ())
+    workspace = None
+    if kind == "split":
+        acc, deterministic = kernel.dtype_info.acc, kernel.deterministic == 1
+        need = channels * (plan.split if deterministic else 1) * 2
+        workspace = (need, (type(like).__module__, device, acc, deterministic))
+    return _Decided(plan, _loaded(kernel, device, backend), shape, device, plan.grid(channels), scalars, workspace)
+
+
+def _workspace(like: Any, decided: _Decided, stream: int) -> tuple[Any, Any]:
+    """(partials, counters) for a split launch on CUstream `stream`: zero before the launch, and zero after it."""
+    assert decided.workspace is not None
+    need, (library, device, acc, deterministic) = decided.workspace
+    channels = decided.shape[1]
     if isinstance(like, np.ndarray):  # host: fresh and cheap
         return arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32")
-    from rust_kernels import driver
-
-    handle = driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
-    key = (type(like).__module__, device, handle, acc, deterministic)
+    key = (library, device, stream, acc, deterministic)
     held = _workspaces.get(key)
     if held is None or held[0].shape[0] < need or held[1].shape[0] < channels:
         held = (arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32"))
         _workspaces[key] = held
     return held
+
+
+def _launch(decided: _Decided, inputs: tuple[Any, ...], outputs: tuple[Any, Any, Any], stream: int, checked: bool
+            ) -> None:  # fmt: skip
+    """Launches `decided` on (dy, x, weight, running_mean, running_var) into (dx, dweight, dbias)."""
+    dy, x, weight, running_mean, running_var = inputs
+    dx, dweight, dbias = outputs
+    args = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)
+    if decided.workspace is not None:
+        args += _workspace(x, decided, stream)
+    args += decided.scalars
+    if checked:
+        decided.loaded.launch(decided.grid, decided.plan.kernel.block_dim, args, stream=stream)
+    else:
+        decided.loaded.enqueue(decided.grid, args, stream)
 
 
 def batch_norm_2d_nchw_backward(
@@ -192,9 +231,20 @@ def batch_norm_2d_nchw_backward(
 
     The launch plan is chosen per shape (`block_hw` fixes its CTA size). The CTAs sharing a channel combine their
     partial sums in a fixed order, so results are bit-identical run to run; `deterministic=False` combines them with
-    float atomics instead. `plan` overrides the choice. Empty inputs give empty dx and zero dweight, dbias."""
+    float atomics instead. `plan` overrides the choice. Empty inputs give empty dx and zero dweight, dbias.
+    Launches go to `stream`, by default the current stream of the arrays' library."""
+    inputs = (dy, x, weight, running_mean, running_var)
+    key = calls.signature(inputs, (eps, block_hw, deterministic)) if backend == "cuda" and plan is None else None
+    decided = _decisions.get(key)
+    if decided is not None:  # the fast path: this signature was checked and decided before
+        channels = decided.shape[1]
+        outputs = (x.new_empty(decided.shape), weight.new_empty(channels), weight.new_empty(channels))
+        if calls.aligned(outputs[:1], 16):
+            handle = calls.current_stream(decided.device) if stream is None else driver.stream_handle(stream)
+            _launch(decided, inputs, outputs, handle, checked=False)
+            return outputs
     shape = common.nchw("x", x)
-    batches, channels, height, width = shape
+    channels = shape[1]
     dtype, param = common.check_inputs(
         "x", shape, {"x": x, "dy": dy}, {"weight": weight, "running_mean": running_mean, "running_var": running_var},
         backend,
@@ -211,16 +261,11 @@ def batch_norm_2d_nchw_backward(
     dweight, dbias = arrays.empty(weight, (channels,)), arrays.empty(weight, (channels,))
     if plan is None:
         plan = own_plan(shape, dtype, (dy, x, dx), backend, device, deterministic, block_hw, param != dtype)
-    head = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)
-    tail = (batches, channels, height * width, common.kernel_eps(plan.kernel, eps))
-    if plan.kind == "split":
-        args = (*head, *_workspace(x, plan, channels, device, stream), *tail, plan.split)
-    elif plan.kind == "warp":
-        args = (*head, *tail, plan.ctas)
     else:
-        args = (*head, *tail)
-    kernel = plan.kernel
-    _loaded(kernel, device, backend).launch(plan.grid(channels), kernel.block_dim, args, stream=stream)
+        key = None  # a forced plan is not the op's decision
+    decided = _decide(plan, shape, x, device, backend, eps)
+    _launch(decided, inputs, (dx, dweight, dbias), common.stream_of(backend, device, x, stream), checked=True)
+    _decisions.put(key, decided)
     return dx, dweight, dbias
 
 
@@ -362,6 +407,8 @@ class Backward(Family):
     def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
         import torch
 
+        import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
         dy, x, weight, mean, var = (tensors[n] for n in ("dy", "x", "weight", "running_mean", "running_var"))
         # 0-element save_mean/save_invstd (train=False): PyTorch's CUDA kernel reads them in its accumulation type
         # (float32 for bf16/f16 inputs, else the input's), its CPU kernel in the input's dtype.
@@ -386,6 +433,7 @@ class Backward(Family):
             "ours": lambda: batch_norm_2d_nchw_backward(dy, x, weight, mean, var, eps=self.eps),
             "ours_atomic": lambda: batch_norm_2d_nchw_backward(dy, x, weight, mean, var, eps=self.eps,
                                                                deterministic=False),
+            "ours_op": lambda: torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var),
             "torch": torch_eager,
             "compile": lambda: compiled(dy, x, weight, mean, var),
             "bound": lambda: torch.add(x, dy, out=dx),

@@ -64,6 +64,16 @@ def placement(streamed: tuple[Any, ...], backend: str, device: int) -> tuple[int
     return alignment, 1 if backend == "host" else multiprocessor_count(device)
 
 
+def stream_of(backend: str, device: int, like: Any, stream: Any) -> int:
+    """The CUstream handle an op launches on: `stream`, or the current stream of `like`'s library (0 on the host,
+    whose launches run to completion)."""
+    from rust_kernels import driver
+
+    if backend == "host":
+        return 0
+    return driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
+
+
 def plan_key(kernel: Kernel) -> str:
     """The dtype key a kernel runs on: its dtype, with f32 parameters for the mixed-precision variants."""
     return f"{kernel.dtype}-f32" if kernel.name.endswith("_mixed") else kernel.dtype
