@@ -9,9 +9,10 @@ from rust_kernels.torch.batch_norm import batch_norm_2d
 
 class BatchNorm2d(torch.nn.BatchNorm2d):
     """torch.nn.BatchNorm2d (same constructor, parameters, buffers and state_dict) that normalises with the running
-    statistics (eval mode with track_running_stats) through torch.ops.rust_kernels.batch_norm_2d_forward, and hence
-    through our backward kernel under autograd. Training mode, and eval mode without running statistics, normalise
-    with batch statistics: torch's own implementation runs them until rust_kernels' training-mode kernels land.
+    statistics (eval mode with track_running_stats) with our forward kernel, and our backward kernel under autograd
+    (rust_kernels.torch.batch_norm_2d: directly when eager, through torch.ops.rust_kernels when compiled or traced).
+    Training mode, and eval mode without running statistics, normalise with batch statistics: torch's own
+    implementation runs them until rust_kernels' training-mode kernels land.
 
     NCHW inputs in f32, f64, bf16 or f16, with the parameters in the same dtype or, for bf16/f16 inputs, in f32 (as
     torch.autocast leaves them). A channels_last input is copied to contiguous NCHW first (see
