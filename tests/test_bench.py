@@ -116,19 +116,23 @@ class FakeClock:
         return self.now
 
 
-def test_host_us_is_the_median_host_time_per_call_and_syncs_only_at_round_ends():
-    clock, calls, events = FakeClock(), [], []
+def test_host_us_interleaved_times_every_call_in_each_round_and_syncs_only_at_round_ends():
+    clock, order, syncs = FakeClock(), [], []
 
-    def call() -> None:
-        calls.append(1)
-        clock.now += 2e-6 if len(calls) % 7 else 9e-6  # 2 µs per call, with an occasional slow one
+    def call(name: str, us: float):
+        def run() -> None:
+            order.append(name)
+            clock.now += (us if len(order) % 7 else us + 7) * 1e-6  # an occasional slow call, whoever makes it
 
-    us = timing.host_us(call, calls=10, rounds=5, sync=lambda: events.append(len(calls)), warmup=3, clock=clock)
-    assert len(calls) == 3 + 5 * 10
-    assert events == [3, 13, 23, 33, 43, 53]  # after the warm-up and at the end of each round, never inside one
+        return run
+
+    calls = {"ours": call("ours", 2.0), "torch": call("torch", 4.0)}
+    us = timing.host_us_interleaved(calls, per_round=10, rounds=3, sync=lambda: syncs.append(len(order)), clock=clock)
+    assert order == (["ours"] * 10 + ["torch"] * 10) * 3  # interleaved: each round times every call
+    assert syncs == [0, 10, 20, 30, 40, 50, 60]  # before the first round and after each timed span, never inside
     per_round = timing.host_rounds(timing.repeat(lambda: None), 1, 1, clock=clock)  # the clock does not move
     assert per_round == [0.0]
-    assert us == pytest.approx(2.7)  # rounds of 2.7, 3.4, 2.7, 3.4, 2.7 µs per call (one or two slow calls in 10)
+    assert us == {"ours": pytest.approx(3.4), "torch": pytest.approx(4.7)}  # rounds of 2.7, 3.4, 3.4 and 4.7 µs x3
 
 
 def test_host_rounds_runs_begin_and_end_outside_the_timed_span():

@@ -52,43 +52,30 @@ def _native_signature() -> Callable[..., tuple | None]:
 _signature = _native_signature()
 
 
+_plain: tuple[type, ...] | None = None  # set once torch is imported
+torch: Any = None  # the torch module, once a signature found it imported: what the fast paths allocate with
+
+
 def signature(arrays: tuple[Any, ...], scalars: tuple[Any, ...] = ()) -> Hashable | None:
     """The key of a call on `arrays` with scalar arguments `scalars`: the scalars, then per array (shape, dtype,
     device, contiguity, address mod 16); None where the call has no fast path."""
-    plain = _plain_tensor_types()
-    return None if plain is None else _signature(arrays, scalars, plain, SCALARS)
+    global _plain, torch
+    if _plain is None:
+        _plain = _plain_tensor_types()
+        if _plain is None:
+            return None
+        torch = sys.modules["torch"]
+    return _signature(arrays, scalars, _plain, SCALARS)
 
 
-def aligned(arrays: tuple[Any, ...], alignment: int) -> bool:
-    """Whether every array's address is a multiple of `alignment` (a plan's assumption about outputs the op
-    allocated: torch's allocators align far more, a pluggable allocator need not)."""
-    return all(a.data_ptr() % alignment == 0 for a in arrays)
-
-
-def current_stream(device: int) -> int:
-    """PyTorch's current CUstream on `device` (the caller has CUDA tensors, so torch is imported)."""
-    return int(sys.modules["torch"]._C._cuda_getCurrentRawStream(device))
-
-
-class Decisions:
-    """One op's decisions by signature."""
-
-    def __init__(self) -> None:
-        self._by_signature: dict[Hashable, Any] = {}
-
-    def __len__(self) -> int:
-        return len(self._by_signature)
-
-    def get(self, key: Hashable | None) -> Any:
-        return None if key is None else self._by_signature.get(key)
+class Decisions(dict):  # type: ignore[type-arg]
+    """One op's decisions by signature: `get` is dict's (a None key is never kept); `put` keeps at most
+    MAX_SIGNATURES."""
 
     def put(self, key: Hashable | None, decision: Any) -> None:
         """Keeps `decision` for `key` (after a checked launch with it succeeded); None keys are not kept."""
         if key is None:
             return
-        if len(self._by_signature) >= MAX_SIGNATURES:
-            self._by_signature.clear()
-        self._by_signature[key] = decision
-
-    def clear(self) -> None:
-        self._by_signature.clear()
+        if len(self) >= MAX_SIGNATURES:
+            self.clear()
+        self[key] = decision

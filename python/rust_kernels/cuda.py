@@ -48,6 +48,12 @@ class CudaKernel:
         self._shared_limit = DEFAULT_SHARED_LIMIT
         self.max_shared = driver.max_shared_per_block(device)
         self._checked = _checked_launch(self)
+        # enqueue(grid, args, stream): launches on CUstream handle `stream` with the default shared memory,
+        # *unchecked* where the extension is built -- only for arguments of a signature that `launch` accepted (the
+        # ops' fast path, rust_kernels.calls). Without the extension it is a checked launch.
+        self.enqueue: Callable[[tuple[int, int, int], tuple[Any, ...], int], None] = (
+            self._checked.enqueue if self._checked is not None else self._launch_default_block
+        )
 
     def _allow_shared(self, nbytes: int) -> None:
         cu = driver.driver_module()
@@ -82,14 +88,8 @@ class CudaKernel:
             stream = driver.current_stream(self.device, args[0] if isinstance(args, list | tuple) and args else None)
         self._checked(grid, block, args, shared_mem, stream)
 
-    def enqueue(self, grid: tuple[int, int, int], args: tuple[Any, ...], stream: int) -> None:
-        """Launches on CUstream handle `stream` with the default shared memory, *unchecked* where the extension is
-        built: only for arguments of a signature that `launch` accepted (the ops' fast path, rust_kernels.calls).
-        Without the extension it is `launch`."""
-        if self._checked is None:
-            self.launch(grid, self.kernel.block_dim, args, stream=stream)
-        else:
-            self._checked.enqueue(grid, args, stream)
+    def _launch_default_block(self, grid: tuple[int, int, int], args: tuple[Any, ...], stream: int) -> None:
+        self.launch(grid, self.kernel.block_dim, args, stream=stream)
 
 
 def _checked_launch(loaded: CudaKernel) -> Any:

@@ -7,12 +7,11 @@ import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, TextIO
 
 from rust_kernels import arrays
 from rust_kernels.bench.report import COLUMNS, HostResult, OpResult, Shape, fmt, shape_label
-from rust_kernels.bench.timing import GpuTimer, host_us
+from rust_kernels.bench.timing import WARMUP, GpuTimer, host_us_interleaved
 from rust_kernels.registry import Family
 
 HOST_CALLS = 1000  # calls per round of the host-time measurement
@@ -67,6 +66,30 @@ def measure_columns(
     return out
 
 
+def measure_host(
+    calls: Mapping[str, Callable[[], Any]],
+    per_round: int,
+    sync: Callable[[], None],
+    failures: Failures,
+    family: str,
+    where: str,
+) -> dict[str, float | None]:
+    """Host µs per call of each known column, timed in interleaved rounds (timing.host_us_interleaved); None for a
+    column whose warm-up raised."""
+    warm: dict[str, Callable[[], Any]] = {}
+    out: dict[str, float | None] = {}
+    for column in (c for c in COLUMNS if c in calls):
+        try:
+            for _ in range(WARMUP):
+                calls[column]()
+            warm[column] = calls[column]
+        except Exception as err:
+            out[column] = None
+            failures.record(family, column, where, err)
+    times = host_us_interleaved(warm, per_round, sync=sync)
+    return {c: times.get(c, out.get(c)) for c in COLUMNS if c in calls}
+
+
 def why_not_benchmarked(family: Family, shapes: Sequence[Shape] | None) -> str | None:
     """Why `family` cannot be benchmarked, or None."""
     if type(family).bench_calls is Family.bench_calls:
@@ -116,7 +139,6 @@ def run(
     """Every family x dtype x shape (`shapes` overrides each family's bench_shapes)."""
     timer = GpuTimer(torch, reps)
     gpu_time = timer.median_us
-    host_time = partial(host_us, calls=host_calls, sync=torch.cuda.synchronize)
     out = Run()
     cases = []
     for family in families:
@@ -145,6 +167,6 @@ def run(
         shown = ", ".join(f"{c} {fmt(result.time(c), '.1f')}" for c in result.columns())
         print(f"[{number}/{len(cases)}] {family.name} {where}: {shown} µs", flush=True)
         if shape == tiny and calls:
-            host = measure_columns(calls, host_time, out.failures, family.name, f"{where} (host time)")
+            host = measure_host(calls, host_calls, torch.cuda.synchronize, out.failures, family.name, f"{where} (host)")
             out.hosts.append(HostResult(family.name, shape, dtype, host))
     return out

@@ -255,7 +255,8 @@ def print_host(hosts: Sequence[HostResult], calls: int, out: TextIO | None = Non
             [shape_label(h.shape), h.dtype, *(fmt(h.time(c), ".2f") for c in columns), fmt(h.ours_over_torch)]
             for h in rows
         )
-        print(f"{family}: host µs per call ({calls} calls back to back, unsynchronised; median of rounds)", file=out)
+        text = f"{calls} calls back to back, unsynchronised; median of rounds interleaving the columns"
+        print(f"{family}: host µs per call ({text})", file=out)
         _table(head, lines, out)
 
 

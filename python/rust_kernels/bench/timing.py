@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 WARMUP = 3  # calls before timing: module loading, autotuning and any JIT stay outside the timed region
@@ -16,6 +16,7 @@ FLUSH_BYTES = 256 * 2**20  # over 4x the H200's 60 MB L2
 SLEEP_US = 100.0  # the least GPU spin queued ahead of a timed call
 CALIBRATION_CYCLES = 1_000_000
 ROUNDS = 5
+INTERLEAVED_ROUNDS = 9
 
 Loop = Callable[[int], None]  # loop(n) does something n times
 Clock = Callable[[], float]  # seconds
@@ -57,21 +58,22 @@ def host_rounds(
     return out
 
 
-def host_us(
-    call: Callable[[], Any],
-    calls: int,
-    rounds: int = ROUNDS,
+def host_us_interleaved(
+    calls: Mapping[str, Callable[[], Any]],
+    per_round: int,
+    rounds: int = INTERLEAVED_ROUNDS,
     sync: Callable[[], None] = _nothing,
-    warmup: int = WARMUP,
     clock: Clock = time.perf_counter,
-) -> float:
-    """Median over `rounds` of the host µs per call of `call`, made `calls` times back to back. `sync` (e.g.
-    torch.cuda.synchronize) runs after the warm-up and at the end of each round only, so an asynchronous call is
-    charged what it costs the host to issue, not what the GPU takes to run it."""
-    for _ in range(warmup):
-        call()
+) -> dict[str, float]:
+    """Host µs per call of each of `calls` (already warm), the median over `rounds`; each round times every call in
+    turn, `per_round` times back to back with `sync` after each, so the slow spells of a noisy machine fall on all
+    of them alike and their ratios hold."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
     sync()
-    return statistics.median(host_rounds(repeat(call), calls, rounds, end=sync, clock=clock))
+    for _ in range(rounds):
+        for name, call in calls.items():
+            times[name] += host_rounds(repeat(call), per_round, 1, end=sync, clock=clock)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def host_and_gpu_us(torch: Any, loop: Loop, n: int, rounds: int = ROUNDS) -> tuple[float, float]:

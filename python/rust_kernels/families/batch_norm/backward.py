@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -147,7 +147,7 @@ def own_plan(
 # --- the op -----------------------------------------------------------------------------------------------------------
 # Split-kernel workspaces, per (library, device, stream, dtype, mode): every launch leaves them zeroed again, and
 # launches on one stream are ordered, so one workspace per stream is never used by two launches at once.
-_workspaces: dict[tuple, tuple[Any, Any]] = {}
+_workspaces: dict[tuple, tuple[Any, Any, int, int]] = {}  # partials, counters and their lengths
 _decisions = calls.Decisions()
 
 
@@ -167,6 +167,8 @@ class _Decided:
     grid: tuple[int, int, int]
     scalars: tuple[int | float, ...]  # the kernel's scalar arguments: B, C, H*W, eps, and split or ctas
     workspace: tuple | None  # the split kernel's: (need, key of _workspaces without the stream)
+    # per CUstream: the arguments after the eight arrays (workspace, scalars), for GPU arrays
+    tails: dict[int, tuple[Any, ...]] = field(default_factory=dict, compare=False)
 
 
 def _decide(plan: Plan, shape: common.Shape4, like: Any, device: int, backend: str, eps: float) -> _Decided:
@@ -191,25 +193,23 @@ def _workspace(like: Any, decided: _Decided, stream: int) -> tuple[Any, Any]:
         return arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32")
     key = (library, device, stream, acc, deterministic)
     held = _workspaces.get(key)
-    if held is None or held[0].shape[0] < need or held[1].shape[0] < channels:
-        held = (arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32"))
+    if held is None or held[2] < need or held[3] < channels:
+        held = (arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32"), need, channels)
         _workspaces[key] = held
-    return held
+    return held[0], held[1]
 
 
-def _launch(decided: _Decided, inputs: tuple[Any, ...], outputs: tuple[Any, Any, Any], stream: int, checked: bool
-            ) -> None:  # fmt: skip
-    """Launches `decided` on (dy, x, weight, running_mean, running_var) into (dx, dweight, dbias)."""
+def _arguments(decided: _Decided, inputs: tuple[Any, ...], outputs: tuple[Any, Any, Any], stream: int
+               ) -> tuple[Any, ...]:  # fmt: skip
+    """The kernel's arguments for (dy, x, weight, running_mean, running_var) -> (dx, dweight, dbias) on `stream`."""
     dy, x, weight, running_mean, running_var = inputs
     dx, dweight, dbias = outputs
-    args = (dy, x, dx, weight, running_mean, running_var, dweight, dbias)
-    if decided.workspace is not None:
-        args += _workspace(x, decided, stream)
-    args += decided.scalars
-    if checked:
-        decided.loaded.launch(decided.grid, decided.plan.kernel.block_dim, args, stream=stream)
-    else:
-        decided.loaded.enqueue(decided.grid, args, stream)
+    tail = decided.tails.get(stream)
+    if tail is None:
+        tail = decided.scalars if decided.workspace is None else (*_workspace(x, decided, stream), *decided.scalars)
+        if not isinstance(x, np.ndarray):  # (the host's workspaces are fresh per call)
+            decided.tails[stream] = tail
+    return (dy, x, dx, weight, running_mean, running_var, dweight, dbias, *tail)
 
 
 def batch_norm_2d_nchw_backward(
@@ -236,12 +236,15 @@ def batch_norm_2d_nchw_backward(
     inputs = (dy, x, weight, running_mean, running_var)
     key = calls.signature(inputs, (eps, block_hw, deterministic)) if backend == "cuda" and plan is None else None
     decided = _decisions.get(key)
-    if decided is not None:  # the fast path: this signature was checked and decided before
-        channels = decided.shape[1]
-        outputs = (x.new_empty(decided.shape), weight.new_empty(channels), weight.new_empty(channels))
-        if calls.aligned(outputs[:1], 16):
-            handle = calls.current_stream(decided.device) if stream is None else driver.stream_handle(stream)
-            _launch(decided, inputs, outputs, handle, checked=False)
+    if decided is not None:  # the fast path: this signature was checked and decided before (torch CUDA tensors)
+        torch = calls.torch
+        dx = torch.empty_like(x)  # contiguous, as x is
+        if dx.data_ptr() % 16 == 0:  # as the plan assumed (torch's allocators align far more; a pluggable one may not)
+            outputs = (dx, torch.empty_like(weight), torch.empty_like(weight))
+            handle = (
+                torch._C._cuda_getCurrentRawStream(decided.device) if stream is None else driver.stream_handle(stream)
+            )
+            decided.loaded.enqueue(decided.grid, _arguments(decided, inputs, outputs, handle), handle)
             return outputs
     shape = common.nchw("x", x)
     channels = shape[1]
@@ -264,7 +267,9 @@ def batch_norm_2d_nchw_backward(
     else:
         key = None  # a forced plan is not the op's decision
     decided = _decide(plan, shape, x, device, backend, eps)
-    _launch(decided, inputs, (dx, dweight, dbias), common.stream_of(backend, device, x, stream), checked=True)
+    handle = common.stream_of(backend, device, x, stream)
+    args = _arguments(decided, inputs, (dx, dweight, dbias), handle)
+    decided.loaded.launch(decided.grid, plan.kernel.block_dim, args, stream=handle)
     _decisions.put(key, decided)
     return dx, dweight, dbias
 
