@@ -1,5 +1,6 @@
 """The host emulator runs the very kernels that go to PTX, built for the CPU per kernel instance on demand."""
 
+import _thread
 import signal
 import threading
 import time
@@ -184,10 +185,19 @@ def test_ctrl_c_interrupts_a_long_host_launch():
     x, out = np.ones(1, np.float32), np.zeros(1, np.float32)
     spin.launch(1, 32, (x, out, 1000))
     assert out[0] == 1000  # the kernel runs, and sums what it reads
-    threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
-    start = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        spin.launch(1, 32, (x, out, 10**12))  # hours, uninterrupted
+    # SIGINT as Python sees it (interrupt_main: whatever signal mask other libraries left on this thread), with
+    # Python's own handler; a watchdog cancels the launch if the interrupt is lost, so the test fails, never hangs.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        watchdog = threading.Timer(10.0, spin.library.rk_host_cancel)
+        watchdog.start()
+        start = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            spin.launch(1, 32, (x, out, 10**12))  # hours, uninterrupted
+        watchdog.cancel()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.perf_counter() - start < 3.0
     spin.launch(1, 32, (x, out, 10))  # the library still launches afterwards
     assert out[0] == 10
