@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
+
+from rust_kernels import driver
 
 MAX_SIGNATURES = 4096  # per op; a program cycling through more starts afresh (and re-checks) past this
 SCALARS = (bool, int, float, str, type(None))  # scalar arguments a signature takes by value
@@ -66,6 +69,23 @@ def signature(arrays: tuple[Any, ...], scalars: tuple[Any, ...] = ()) -> Hashabl
             return None
         torch = sys.modules["torch"]
     return _signature(arrays, scalars, _plain, SCALARS)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an op call decided, reused by the calls of its signature; ops extend it with their own."""
+
+    plan: Any
+    loaded: Any  # the CudaKernel (or HostKernel) of plan.kernel
+    shape: tuple[int, ...]
+    device: int
+    grid: tuple[int, int, int]
+    scalars: tuple[int | float, ...]  # the kernel's scalar arguments, after its arrays
+
+
+def launch_stream(device: int, stream: Any) -> int:
+    """The CUstream a fast-path call launches on: `stream`, or torch's current stream on `device`."""
+    return int(torch._C._cuda_getCurrentRawStream(device)) if stream is None else driver.stream_handle(stream)
 
 
 class Decisions(dict):  # type: ignore[type-arg]

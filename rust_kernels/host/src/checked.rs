@@ -202,6 +202,16 @@ fn load<T: Copy>(slot: &u64) -> T {
     unsafe { std::ptr::read_unaligned((slot as *const u64).cast::<T>()) }
 }
 
+/// Runs `f` on `n` values `fill`: on the stack for at most INLINE (every launch), on the heap past that.
+fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]) -> R) -> R {
+    let mut inline = [fill; INLINE];
+    if n <= INLINE {
+        f(&mut inline[..n])
+    } else {
+        f(&mut vec![fill; n])
+    }
+}
+
 /// A checked GPU launch of one loaded kernel: calling it checks and packs the arguments by the kernel's schema and
 /// calls the driver's `cuLaunchKernel`, in one native call. Nothing is launched when a check fails; no reference to
 /// the arguments is kept after the call.
@@ -1017,37 +1027,30 @@ impl CheckedLaunch {
         shared_mem: Option<&Bound<'_, PyAny>>,
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let n = self.params.len();
-        let mut inline_slots = [0u64; INLINE];
-        let mut heap_slots = Vec::new();
-        let slots: &mut [u64] = if n <= INLINE {
-            &mut inline_slots[..n]
-        } else {
-            heap_slots.resize(n, 0);
-            &mut heap_slots
-        };
-        self.pack(args, slots)?;
-        let (grid3, shared) = self.config(grid, block, shared_mem, slots)?;
-        let stream = self.stream(stream)?;
-        if let Some(precheck) = &self.precheck {
-            let values = PyList::empty(py);
-            for (index, (param, slot)) in self.params.iter().zip(slots.iter()).enumerate() {
-                match param.kind {
-                    Kind::F32 => values.append(load::<f32>(slot))?,
-                    Kind::F64 => values.append(load::<f64>(slot))?,
-                    Kind::Ptr => values.append(*slot)?,
-                    _ => values.append(self.scalar_value(index, slots))?,
+        with_buffer(self.params.len(), 0u64, |slots| {
+            self.pack(args, slots)?;
+            let (grid3, shared) = self.config(grid, block, shared_mem, slots)?;
+            let stream = self.stream(stream)?;
+            if let Some(precheck) = &self.precheck {
+                let values = PyList::empty(py);
+                for (index, (param, slot)) in self.params.iter().zip(slots.iter()).enumerate() {
+                    match param.kind {
+                        Kind::F32 => values.append(load::<f32>(slot))?,
+                        Kind::F64 => values.append(load::<f64>(slot))?,
+                        Kind::Ptr => values.append(*slot)?,
+                        _ => values.append(self.scalar_value(index, slots))?,
+                    }
+                }
+                precheck.bind(py).call1((values,))?;
+            }
+            if let Some(allow) = &self.allow_shared {
+                if u64::from(shared) > self.allowed_shared.load(Ordering::Acquire) {
+                    allow.bind(py).call1((shared,))?;
+                    self.allowed_shared.fetch_max(shared.into(), Ordering::AcqRel);
                 }
             }
-            precheck.bind(py).call1((values,))?;
-        }
-        if let Some(allow) = &self.allow_shared {
-            if u64::from(shared) > self.allowed_shared.load(Ordering::Acquire) {
-                allow.bind(py).call1((shared,))?;
-                self.allowed_shared.fetch_max(shared.into(), Ordering::AcqRel);
-            }
-        }
-        self.send(py, grid3, shared, stream, slots)
+            self.send(py, grid3, shared, stream, slots)
+        })
     }
 
     /// Packs `args` by the schema and enqueues the launch on `stream` (a CUstream handle) with the kernel's default
@@ -1055,63 +1058,51 @@ impl CheckedLaunch {
     /// (array types, dtypes, devices, contiguity, alignment, scalar values) that a checked launch of this kernel
     /// accepted. Pointer arguments are tensors (`data_ptr()`) or ints, scalars Python numbers, `grid` three ints.
     fn enqueue(&self, py: Python<'_>, grid: (u32, u32, u32), args: &Bound<'_, PyTuple>, stream: usize) -> PyResult<()> {
-        let n = self.params.len();
         self.check_count(py, args.len())?;
-        let mut inline_slots = [0u64; INLINE];
-        let mut heap_slots = Vec::new();
-        let slots: &mut [u64] = if n <= INLINE {
-            &mut inline_slots[..n]
-        } else {
-            heap_slots.resize(n, 0);
-            &mut heap_slots
-        };
-        for (i, (param, slot)) in self.params.iter().zip(slots.iter_mut()).enumerate() {
-            let value = args.get_borrowed_item(i)?;
-            match param.kind {
-                Kind::Ptr if value.is_exact_instance_of::<pyo3::types::PyInt>() => store(slot, value.extract::<u64>()?),
-                Kind::Ptr => store(slot, value.call_method0(intern!(py, "data_ptr"))?.extract::<u64>()?),
-                Kind::I32 => store(slot, value.extract::<i32>()?),
-                Kind::U32 => store(slot, value.extract::<u32>()?),
-                Kind::I64 => store(slot, value.extract::<i64>()?),
-                Kind::U64 => store(slot, value.extract::<u64>()?),
-                Kind::F32 => store(slot, value.extract::<f64>()? as f32),
-                Kind::F64 => store(slot, value.extract::<f64>()?),
+        with_buffer(self.params.len(), 0u64, |slots| {
+            for (i, (param, slot)) in self.params.iter().zip(slots.iter_mut()).enumerate() {
+                let value = args.get_borrowed_item(i)?;
+                match param.kind {
+                    Kind::Ptr if value.is_exact_instance_of::<pyo3::types::PyInt>() => {
+                        store(slot, value.extract::<u64>()?)
+                    }
+                    Kind::Ptr => store(slot, value.call_method0(intern!(py, "data_ptr"))?.extract::<u64>()?),
+                    Kind::I32 => store(slot, value.extract::<i32>()?),
+                    Kind::U32 => store(slot, value.extract::<u32>()?),
+                    Kind::I64 => store(slot, value.extract::<i64>()?),
+                    Kind::U64 => store(slot, value.extract::<u64>()?),
+                    Kind::F32 => store(slot, value.extract::<f64>()? as f32),
+                    Kind::F64 => store(slot, value.extract::<f64>()?),
+                }
             }
-        }
-        let (x, y, z) = grid;
-        self.send(py, [x, y, z], self.min_shared, stream, slots)
+            let (x, y, z) = grid;
+            self.send(py, [x, y, z], self.min_shared, stream, slots)
+        })
     }
 }
 
 impl CheckedLaunch {
     /// cuLaunchKernel with the packed `slots`.
     fn send(&self, py: Python<'_>, grid: [u32; 3], shared: u32, stream: usize, slots: &mut [u64]) -> PyResult<()> {
-        let n = slots.len();
-        let mut inline_params = [std::ptr::null_mut::<c_void>(); INLINE];
-        let mut heap_params = Vec::new();
-        let params: &mut [*mut c_void] = if n <= INLINE {
-            &mut inline_params[..n]
-        } else {
-            heap_params.resize(n, std::ptr::null_mut());
-            &mut heap_params
-        };
-        for (param, slot) in params.iter_mut().zip(slots.iter_mut()) {
-            *param = (slot as *mut u64).cast();
-        }
-        let [gx, gy, gz] = grid;
-        let [bx, by, bz] = self.block;
-        // SAFETY: the constructor's contract; `params` points at `n` live slots for the duration of the call, and the
-        // driver copies the values before returning.
-        unsafe {
-            enqueue(
-                py,
-                self.launch,
-                self.function,
-                [gx, gy, gz, bx, by, bz, shared],
-                stream,
-                params.as_mut_ptr(),
-                &self.on_error,
-            )
-        }
+        with_buffer(slots.len(), std::ptr::null_mut::<c_void>(), |params| {
+            for (param, slot) in params.iter_mut().zip(slots.iter_mut()) {
+                *param = (slot as *mut u64).cast();
+            }
+            let [gx, gy, gz] = grid;
+            let [bx, by, bz] = self.block;
+            // SAFETY: the constructor's contract; `params` points at one live slot per parameter for the duration of
+            // the call, and the driver copies the values before returning.
+            unsafe {
+                enqueue(
+                    py,
+                    self.launch,
+                    self.function,
+                    [gx, gy, gz, bx, by, bz, shared],
+                    stream,
+                    params.as_mut_ptr(),
+                    &self.on_error,
+                )
+            }
+        })
     }
 }

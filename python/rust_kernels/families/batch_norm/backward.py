@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from rust_kernels import arrays, calls, driver
+from rust_kernels import arrays, calls
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
 from rust_kernels.families.batch_norm import common
@@ -157,15 +157,7 @@ def _loaded(kernel: Kernel, device: int, backend: str) -> Any:
 
 
 @dataclass(frozen=True)
-class _Decided:
-    """What a call decided, reused by calls of its signature (rust_kernels.calls)."""
-
-    plan: Plan
-    loaded: Any
-    shape: common.Shape4
-    device: int
-    grid: tuple[int, int, int]
-    scalars: tuple[int | float, ...]  # the kernel's scalar arguments: B, C, H*W, eps, and split or ctas
+class _Decided(calls.Decision):
     workspace: tuple | None  # the split kernel's: (need, key of _workspaces without the stream)
     # per CUstream: the arguments after the eight arrays (workspace, scalars), for GPU arrays
     tails: dict[int, tuple[Any, ...]] = field(default_factory=dict, compare=False)
@@ -241,9 +233,7 @@ def batch_norm_2d_nchw_backward(
         dx = torch.empty_like(x)  # contiguous, as x is
         if dx.data_ptr() % 16 == 0:  # as the plan assumed (torch's allocators align far more; a pluggable one may not)
             outputs = (dx, torch.empty_like(weight), torch.empty_like(weight))
-            handle = (
-                torch._C._cuda_getCurrentRawStream(decided.device) if stream is None else driver.stream_handle(stream)
-            )
+            handle = calls.launch_stream(decided.device, stream)
             decided.loaded.enqueue(decided.grid, _arguments(decided, inputs, outputs, handle), handle)
             return outputs
     shape = common.nchw("x", x)

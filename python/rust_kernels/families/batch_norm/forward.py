@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rust_kernels import arrays, calls, driver
+from rust_kernels import arrays, calls
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
@@ -104,22 +104,15 @@ _decisions = calls.Decisions()
 
 
 @dataclass(frozen=True)
-class _Decided:
-    """What a call decided, reused by calls of its signature (rust_kernels.calls)."""
-
-    plan: Plan
-    loaded: Any
-    shape: common.Shape4
-    device: int
+class _Decided(calls.Decision):
     eps: float  # as the kernel receives it
-    scalars: tuple[int | float, ...]  # the flat kernel's scalar arguments: B, C, H*W, eps, ctas
 
 
 def _decide(plan: Plan, shape: common.Shape4, device: int, backend: str, eps: float) -> _Decided:
     batches, channels, height, width = shape
     eps = common.kernel_eps(plan.kernel, eps)
-    scalars = (batches, channels, height * width, eps, plan.ctas)
-    return _Decided(plan, _loaded(plan.kernel, device, backend), shape, device, eps, scalars)
+    scalars = (batches, channels, height * width, eps, plan.ctas)  # the flat kernel's
+    return _Decided(plan, _loaded(plan.kernel, device, backend), shape, device, (plan.ctas, 1, 1), scalars, eps)
 
 
 def _launch(decided: _Decided, inputs: tuple[Any, ...], y: Any, stream: int, checked: bool) -> None:
@@ -129,9 +122,9 @@ def _launch(decided: _Decided, inputs: tuple[Any, ...], y: Any, stream: int, che
     if plan.flat:
         args = (x, y, *parameters, *decided.scalars)
         if checked:
-            decided.loaded.launch((plan.ctas, 1, 1), kernel.block_dim, args, stream=stream)
+            decided.loaded.launch(decided.grid, kernel.block_dim, args, stream=stream)
         else:
-            decided.loaded.enqueue((plan.ctas, 1, 1), args, stream)
+            decided.loaded.enqueue(decided.grid, args, stream)
         return
     batches, channels, height, width = decided.shape
     for start in range(0, batches, MAX_GRID_Y):  # the seed kernel runs only when asked for (block_hw): checked
@@ -160,13 +153,9 @@ def batch_norm_2d_nchw_forward_inference(
     key = calls.signature(inputs, (eps,)) if backend == "cuda" and plan is None and block_hw is None else None
     decided = _decisions.get(key)
     if decided is not None:  # the fast path: this signature was checked and decided before
-        torch = calls.torch
-        y = torch.empty_like(x)  # contiguous, as x is
+        y = calls.torch.empty_like(x)  # contiguous, as x is
         if y.data_ptr() % 16 == 0:  # as the plan assumed (torch's allocators align far more; a pluggable one may not)
-            handle = (
-                torch._C._cuda_getCurrentRawStream(decided.device) if stream is None else driver.stream_handle(stream)
-            )
-            _launch(decided, inputs, y, handle, checked=False)
+            _launch(decided, inputs, y, calls.launch_stream(decided.device, stream), checked=False)
             return y
     shape = common.nchw("x", x)
     dtype, param = common.check_inputs(
