@@ -1,5 +1,5 @@
 """A stand-in for the driver's cuLaunchKernel, compiled from C, and fake tensors: for testing and timing the
-extension's CheckedLaunch without a GPU (tests/test_checked_launch.py).
+extension's CheckedLaunch and FastCalls without a GPU (tests/test_checked_launch.py, tests/test_calls.py).
 
 The fake records its arguments and reads each kernel parameter through the params array at the width the test sets
 (as the driver does, from the kernel's signature), into a buffer Python reads through ctypes.
@@ -11,6 +11,16 @@ import ctypes
 import struct
 import subprocess
 from pathlib import Path
+from typing import Any
+
+from rust_kernels import args as kargs
+from rust_kernels import driver as kdriver
+from rust_kernels.dtypes import BY_NUMPY, BY_TYPESTR, TYPES
+from rust_kernels.errors import ArgumentError, ArgumentTypeError
+from rust_kernels.kernels import Kernel
+
+ELEMENT_SIZES = {name: t.size for name, t in TYPES.items()}
+FUNCTION = 0xF00D  # the CUfunction the fake launches report
 
 SOURCE = r"""
 #include <stdint.h>
@@ -136,3 +146,42 @@ class DeviceArray:
             "data": (ptr, False),
             "version": 3,
         }
+
+
+def kinds_of(kernel: Kernel) -> list[str]:
+    return ["ptr" if is_pointer else kind for is_pointer, kind, _, _ in kargs._schema(kernel)]
+
+
+def _unexpected_failure(code: int) -> None:
+    raise AssertionError(f"unexpected launch failure {code}")
+
+
+def checked_launch(kernel: Kernel, driver: FakeDriver, **options: Any) -> Any:
+    """A CheckedLaunch for `kernel` as rust_kernels.cuda would build one (with the fake driver and fake tensors)."""
+    from rust_kernels._host import CheckedLaunch
+
+    names = [arg.name for arg in kernel.spec.args]
+    settings = {
+        "entry": driver.entry,
+        "function": FUNCTION,
+        "name": kernel.name,
+        "kernel_id": kernel.id,
+        "arg_names": names,
+        "schema": [entry[:3] for entry in kargs._schema(kernel)],
+        "grid": [d if isinstance(d, int) else -(1 + names.index(d)) for d in kernel.spec.grid],
+        "block": kernel.block_dim,
+        "min_shared": kernel.shared_mem_bytes,
+        "max_shared": 48 * 1024,
+        "device": 0,
+        "element_sizes": ELEMENT_SIZES,
+        "elements": BY_NUMPY,
+        "typestrs": BY_TYPESTR,
+        "tensor_type": FakeTensor,
+        "argument_error": ArgumentError,
+        "argument_type_error": ArgumentTypeError,
+        "pointer_device": lambda ptr: kdriver.pointer_device(ptr),
+        "on_error": _unexpected_failure,
+        "stream_handle": kdriver.stream_handle,
+    }
+    driver.set_kinds(kinds_of(kernel))
+    return CheckedLaunch(**(settings | options))

@@ -1,34 +1,35 @@
-"""The ops' fast path (rust_kernels.calls): which calls have a signature, what tells signatures apart, and on the GPU
-that a repeated call skips the checks yet gives the checked path's results, while any change of signature (dtype,
-alignment, layout) is checked and decided afresh."""
+"""The ops' fast path (rust_kernels.calls, the extension's FastCalls): on a fake driver, that a remembered launch is
+replayed with the checked launch's bytes, fresh outputs and the current stream, and that anything that tells
+signatures apart (shape, dtype, device, layout, alignment, scalars and their types, stream, array type) misses; on
+the GPU that a repeated op call skips the checks yet gives the checked path's results, while any change of
+signature is checked and decided afresh."""
+
+import gc
+import itertools
+import weakref
 
 import numpy as np
 import pytest
 
+from fake_driver import FUNCTION, FakeDriver, checked_launch
 from rust_kernels import ArgumentError, arrays, calls, registry
 from rust_kernels.families.batch_norm import backward, common, forward
+from rust_kernels.kernels import BatchNorm2dNchwBackwardSplit
 
+_host = pytest.importorskip("rust_kernels._host")
 torch = pytest.importorskip("torch", reason="the fast path is for PyTorch tensors")
 
 BACKWARD = registry.family("batch_norm_2d_nchw_backward")
 FORWARD = registry.family("batch_norm_2d_nchw_forward_inference")
-
-
-def test_only_plain_cuda_tensors_and_plain_scalars_have_signatures():
-    cpu = torch.zeros(4)
-    assert calls.signature((cpu,)) is None  # CPU tensors run the host emulator: checked every time
-    assert calls.signature((np.zeros(4),)) is None
-    assert calls.signature(()) == ()
-    assert calls.signature((), (1e-5, None, True)) == (1e-5, None, True)
-    assert calls.signature((), (np.float64(1e-5),)) is None  # checked (and converted) by the op every time
-    assert calls.signature((), ([1],)) is None  # unhashable: no signature rather than a TypeError
-    assert calls.signature((torch.zeros(4, device="meta"),)) is None
+SPLIT = BatchNorm2dNchwBackwardSplit(block_hw=128, vectorized=0, deterministic=1, dtype="bf16")  # 10 pointers
+LAYOUT, LIKE = (0, 1, -1, 2, 3, 4, -2, -3), (1, 2, 2)  # the backward op's
+CURRENT = 0xC0FFEE  # the fake library's current stream
 
 
 class Tensorish:
-    """What a signature reads of a tensor."""
+    """What the fast path reads of a tensor."""
 
-    def __init__(self, shape=(2, 3), dtype="float32", device=0, contiguous=True, address=0x7F00_0000_0000):
+    def __init__(self, shape=(2, 3, 4, 5), dtype="bfloat16", device=0, contiguous=True, address=0x7F00_0000_0000):
         self.shape, self.dtype, self._device = shape, dtype, device
         self._contiguous, self._address = contiguous, address
 
@@ -42,35 +43,198 @@ class Tensorish:
         return self._address
 
 
+class SubTensorish(Tensorish):
+    pass
+
+
+class Library:
+    """The fake array library: empty_like hands out fresh addresses (or `misaligned` ones), current_stream CURRENT."""
+
+    def __init__(self):
+        self.addresses = itertools.count(0x7A00_0000_0000, 0x1000)
+        self.misaligned = False
+        self.streams_asked = []
+
+    def empty_like(self, a):
+        return Tensorish(a.shape, a.dtype, a._device, True, next(self.addresses) + (4 if self.misaligned else 0))
+
+    def current_stream(self, device):
+        self.streams_asked.append(device)
+        return CURRENT
+
+    def resolve(self):
+        return (Tensorish,), self.empty_like, self.current_stream
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory) -> FakeDriver:
+    return FakeDriver(tmp_path_factory.mktemp("fake_driver"))
+
+
+def inputs(**changes):
+    """(dy, x, weight, running_mean, running_var); `changes` maps an index to the Tensorish settings it replaces."""
+    base = [
+        {"address": 0x7F00_0000_0000},
+        {"address": 0x7F00_0001_0000},
+        *({"shape": (3,), "dtype": "float32", "address": 0x7F00_0002_0000 + 0x100 * i} for i in range(3)),
+    ]
+    for index, settings in changes.items():
+        base[int(index[1:])] |= settings
+    return tuple(Tensorish(**settings) for settings in base)
+
+
+SCALARS = (1e-5, None, True)
+TAIL = (Tensorish((24,), "float32", address=0x7C00_0000_0000), Tensorish((3,), "uint32", address=0x7D00_0000_0000))
+TAIL += (2, 3, 20, 1e-5, 4)  # workspace, batches, channels, H*W, eps, split
+
+
+def remembered(driver, library, capacity=8, **options):
+    fast = _host.FastCalls(capacity, library.resolve)
+    launch = checked_launch(SPLIT, driver, **options)
+    assert fast.remember(inputs(), SCALARS, CURRENT, launch, (3, 4, 1), LIKE, LAYOUT, TAIL)
+    return fast, launch
+
+
+def test_a_remembered_call_launches_the_checked_launchs_bytes_with_fresh_outputs(driver):
+    library = Library()
+    fast, launch = remembered(driver, library)
+    calls_before = driver.calls
+    outputs = fast(inputs(), SCALARS)
+    assert driver.calls == calls_before + 1 and library.streams_asked == [0]  # the stream of device 0
+    dx, dweight, dbias = outputs
+    assert (dx.shape, dx.dtype, dweight.shape, dweight.dtype) == ((2, 3, 4, 5), "bfloat16", (3,), "float32")
+    assert len({dx.data_ptr(), dweight.data_ptr(), dbias.data_ptr()}) == 3
+    replayed = driver.last()
+    dy, x, weight, mean, var = inputs()
+    args = [dy, x, dx, weight, mean, var, dweight, dbias, *TAIL]
+    launch((3, 4, 1), SPLIT.block_dim, [a.data_ptr() if isinstance(a, Tensorish) else a for a in args],
+           stream=CURRENT)  # fmt: skip
+    checked = driver.last()
+    assert replayed == checked and checked["function"] == FUNCTION and checked["stream"] == CURRENT
+    assert checked["dims"] == (3, 4, 1, *SPLIT.block_dim, SPLIT.shared_mem_bytes)
+    # another call: other addresses in the same alignment class, an explicit stream
+    moved = inputs(a0={"address": 0x6F00_0000_0010}, a1={"address": 0x6F00_0001_0020})
+    assert fast(moved, SCALARS, CURRENT) is not None and driver.calls == calls_before + 3
+    assert driver.last()["params"][:2] == [0x6F00_0000_0010, 0x6F00_0001_0020]
+    assert library.streams_asked == [0]  # an explicit stream is not asked for
+
+
 @pytest.mark.parametrize(
-    ("arrays", "scalars"),
+    ("arrays", "scalars", "stream"),
     [
-        ((Tensorish(), Tensorish((3,), "bfloat16", 1, False, 0x7F00_0000_0004)), (1e-5, None, True, 64, "x")),
-        ((Tensorish(address=2**64 - 1),), ()),
-        ((Tensorish(device=-1),), ()),  # a CPU tensor
-        ((Tensorish(), object()), ()),  # another array type
-        ((Tensorish(),), (np.float32(1.0),)),  # another scalar type
-        ((), ()),
+        (inputs(a1={"shape": (2, 3, 4, 6)}), SCALARS, None),
+        (inputs(a1={"shape": (2, 3, 20)}), SCALARS, None),
+        (inputs(a0={"dtype": "float16"}), SCALARS, None),
+        (inputs(a2={"dtype": "bfloat16"}), SCALARS, None),
+        (inputs(a1={"device": 1}), SCALARS, None),
+        (inputs(a1={"device": -1}), SCALARS, None),  # a CPU tensor
+        (inputs(a1={"contiguous": False}), SCALARS, None),
+        (inputs(a1={"address": 0x7F00_0001_0004}), SCALARS, None),
+        (inputs()[:4], SCALARS, None),
+        (inputs(), (1e-6, None, True), None),
+        (inputs(), (1e-5, 256, True), None),
+        (inputs(), (1e-5, None, False), None),
+        (inputs(), (1e-5, None, 1), None),  # True and 1 are different calls (the op refuses 1)
+        (inputs(), (np.float64(1e-5), None, True), None),  # checked (and converted) by the op every time
+        (inputs(), (1e-5, [1], True), None),
+        (inputs(), (1e-5, 2**70, True), None),
+        (inputs(), (1e-5, None), None),
+        (inputs(), SCALARS, CURRENT + 1),
+    ],
+    ids=str,
+)
+def test_any_other_signature_misses(driver, arrays, scalars, stream):
+    fast, _ = remembered(driver, Library())
+    calls_before = driver.calls
+    assert fast(arrays, scalars, stream) is None
+    assert driver.calls == calls_before
+
+
+def test_subclasses_other_arrays_and_an_unimported_library_miss(driver):
+    library = Library()
+    fast, _ = remembered(driver, library)
+    dy, *rest = inputs()
+    sub = SubTensorish(dy.shape, dy.dtype, 0, True, dy.data_ptr())
+    assert fast((sub, *rest), SCALARS) is None
+    assert fast((np.zeros((2, 3, 4, 5)), *rest), SCALARS) is None
+    unimported = _host.FastCalls(8, lambda: None)
+    assert unimported(inputs(), SCALARS) is None
+    assert not unimported.remember(inputs(), SCALARS, CURRENT, checked_launch(SPLIT, driver), (3, 4, 1), LIKE, LAYOUT,
+                                   TAIL)  # fmt: skip
+    assert len(unimported) == 0
+
+
+def test_misaligned_outputs_miss(driver):
+    library = Library()
+    fast, _ = remembered(driver, library)
+    library.misaligned = True
+    calls_before = driver.calls
+    assert fast(inputs(), SCALARS) is None  # the op's checked path then runs, with a plan for them
+    assert driver.calls == calls_before
+
+
+def test_a_failed_launch_retries_once_when_on_error_bound_a_context(driver):
+    codes = []
+
+    def bind_and_retry(code):
+        codes.append(code)
+        return True
+
+    fast, _ = remembered(driver, Library(), on_error=bind_and_retry)
+    driver.set_result(201)  # CUDA_ERROR_INVALID_CONTEXT
+    try:
+        calls_before = driver.calls
+        fast(inputs(), SCALARS)
+        assert driver.calls == calls_before + 2 and codes == [201, 201]
+    finally:
+        driver.set_result(0)
+
+
+def test_the_calls_stay_bounded_and_keep_what_their_launches_use(driver):
+    library = Library()
+    fast, launch = remembered(driver, library, capacity=2)
+    workspace = Tensorish((24,), "float32", address=0x7C00_0000_0000)
+    kept = weakref.ref(workspace)
+    other = inputs(a1={"address": 0x7F00_0001_0008})
+    assert fast.remember(other, SCALARS, CURRENT, launch, (3, 4, 1), LIKE, LAYOUT, (workspace, *TAIL[1:]))
+    del workspace
+    gc.collect()
+    assert len(fast) == 2 and kept() is not None  # the entry launches with it
+    third = inputs(a1={"address": 0x7F00_0001_000C})
+    assert fast.remember(third, SCALARS, CURRENT, launch, (3, 4, 1), LIKE, LAYOUT, TAIL)
+    gc.collect()
+    assert len(fast) == 1 and kept() is None  # past the bound: started afresh
+    assert fast(inputs(), SCALARS) is None and fast(third, SCALARS) is not None
+    fast.clear()
+    assert len(fast) == 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "like", "tail", "message"),
+    [
+        (LAYOUT[:-1], LIKE, TAIL, "7 layout entries and 7 tail values for 15 parameters"),
+        ((*LAYOUT[:-1], 5), LIKE, TAIL, r"layout\[7\] = 5 is no array"),
+        ((*LAYOUT[:-1], -4), LIKE, TAIL, r"layout\[7\] = -4 is no array"),
+        (LAYOUT, (1, 2, 7), TAIL, "no input 7 to allocate like"),
+        ((*LAYOUT, 0, 1, 2), LIKE, TAIL[3:], "parameter 10 is not a pointer"),
     ],
 )
-def test_the_native_signature_is_the_python_one(arrays, scalars):
-    _host = pytest.importorskip("rust_kernels._host")
-    want = calls.python_signature(arrays, scalars, (Tensorish,), calls.SCALARS)
-    assert _host.signature(arrays, scalars, (Tensorish,), calls.SCALARS) == want
-    if arrays:
-        assert calls.signature(arrays, scalars) is None  # not torch tensors
+def test_remember_refuses_a_layout_that_does_not_fit_the_kernel(driver, layout, like, tail, message):
+    fast = _host.FastCalls(8, Library().resolve)
+    with pytest.raises(ValueError, match=message):
+        fast.remember(inputs(), SCALARS, CURRENT, checked_launch(SPLIT, driver), (3, 4, 1), like, layout, tail)
+    assert len(fast) == 0
 
 
-def test_decisions_keep_no_none_key_and_stay_bounded(monkeypatch):
-    monkeypatch.setattr(calls, "MAX_SIGNATURES", 3)
-    decisions = calls.Decisions()
-    decisions.put(None, "x")
-    assert len(decisions) == 0 and decisions.get(None) is None
-    for key in range(3):
-        decisions.put(key, key)
-    assert len(decisions) == 3 and decisions.get(2) == 2
-    decisions.put(3, 3)  # past the bound: starts afresh
-    assert len(decisions) == 1 and decisions.get(0) is None and decisions.get(3) == 3
+def test_ops_use_the_extensions_fast_calls_and_torch_once_imported():
+    assert isinstance(backward._fast, _host.FastCalls) and isinstance(forward._fast, _host.FastCalls)
+    plain, empty_like, current_stream = calls.torch_library()
+    assert plain == (torch.Tensor, torch.nn.Parameter) and empty_like is torch.empty_like
+    assert current_stream is torch._C._cuda_getCurrentRawStream
+    cpu = (torch.zeros(2, 3, 4, 5), *(torch.zeros(3) for _ in range(4)))
+    assert backward._fast(cpu, SCALARS) is None  # CPU tensors run the host emulator: checked every time
+    meta = tuple(t.to("meta") for t in cpu)
+    assert backward._fast(meta, SCALARS) is None
 
 
 # --- GPU ------------------------------------------------------------------------------------------------------------
@@ -97,21 +261,25 @@ CASES = [((2, 3, 5, 7), "f32"), ((4, 8, 16, 16), "bf16"), ((4, 8, 16, 16), "bf16
 @pytest.mark.parametrize(("shape", "key"), CASES, ids=str)
 def test_gpu_a_repeated_call_skips_the_checks_and_gives_the_same_results(monkeypatch, shape, key):
     t = cuda_inputs(FORWARD, shape, key) | cuda_inputs(BACKWARD, shape, key)
-    first_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
-    first_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
-    streamed = (t["dy"], t["x"], first_bwd[0])
-    plan = backward.own_plan(shape, common.split_key(key)[0], streamed, "cuda", 0, mixed=key in common.MIXED)
-    forced = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), plan=plan)  # checked, same plan
-    refuse_checks(monkeypatch)
-    stream = torch.cuda.Stream()
+    stream = torch.cuda.Stream()  # a signature is per stream: decided on this one, then replayed on it
     stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # the fast path launches on the current stream too
-        again_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
+    with torch.cuda.stream(stream):
+        first_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
+        first_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
+        streamed = (t["dy"], t["x"], first_bwd[0])
+        plan = backward.own_plan(shape, common.split_key(key)[0], streamed, "cuda", 0, mixed=key in common.MIXED)
+        forced = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), plan=plan)  # checked
+        refuse_checks(monkeypatch)
+        again_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))  # on the current stream
         again_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
+    explicit_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), stream=stream)
+    explicit_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES), stream=stream)
     stream.synchronize()
-    assert all(torch.equal(a, b) for a, b in zip(again_bwd, first_bwd, strict=True))
-    assert all(torch.equal(a, b) for a, b in zip(forced, first_bwd, strict=True))
-    assert torch.equal(again_fwd, first_fwd)
+    for got in (again_bwd, explicit_bwd, forced):
+        assert all(torch.equal(a, b) for a, b in zip(got, first_bwd, strict=True))
+    assert torch.equal(again_fwd, first_fwd) and torch.equal(explicit_fwd, first_fwd)
+    with pytest.raises(pytest.fail.Exception, match="checked a call whose signature it had decided"):
+        backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))  # another stream: decided afresh
 
 
 @pytest.mark.gpu
@@ -120,7 +288,7 @@ def test_gpu_a_changed_signature_is_checked_again():
     t = cuda_inputs(BACKWARD, shape, "f32")
     args = [t[n] for n in BACKWARD_NAMES]
     want = backward.batch_norm_2d_nchw_backward(*args)
-    decided = len(backward._decisions)
+    decided = len(backward._fast)
     # another dtype for one argument: refused, as on the first call
     with pytest.raises(ArgumentError, match="weight: expected dtype f32 with x in f32, got f64"):
         backward.batch_norm_2d_nchw_backward(args[0], args[1], args[2].double(), *args[3:])
@@ -132,7 +300,7 @@ def test_gpu_a_changed_signature_is_checked_again():
     dy_off, x_off = (torch.empty(a.numel() + 1, device="cuda")[1:].view(shape).copy_(a) for a in args[:2])
     got = backward.batch_norm_2d_nchw_backward(dy_off, x_off, *args[2:])
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # another summation order
-    assert len(backward._decisions) == decided + 1  # the misaligned signature, decided once; the refused ones not
+    assert len(backward._fast) == decided + 1  # the misaligned signature, decided once; the refused ones not
     assert torch.equal(backward.batch_norm_2d_nchw_backward(dy_off, x_off, *args[2:])[0], got[0])
 
 

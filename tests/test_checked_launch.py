@@ -15,22 +15,19 @@ import numpy as np
 import pytest
 
 import rust_kernels
-from fake_driver import DTYPES, DeviceArray, FakeDriver, FakeTensor
+from fake_driver import DTYPES, ELEMENT_SIZES, FUNCTION, DeviceArray, FakeDriver, FakeTensor, checked_launch
 from rust_kernels import args as kargs
 from rust_kernels import cuda
 from rust_kernels import driver as kdriver
 from rust_kernels.dtypes import BY_NUMPY as ELEMENTS
-from rust_kernels.dtypes import BY_TYPESTR, TYPES
+from rust_kernels.dtypes import BY_TYPESTR
 from rust_kernels.errors import ArgumentError, ArgumentTypeError
 from rust_kernels.kernels import BatchNorm2dNchwBackward, BatchNorm2dNchwBackwardSplit, Kernel
-
-ELEMENT_SIZES = {name: t.size for name, t in TYPES.items()}
 
 _host = pytest.importorskip("rust_kernels._host")
 
 K = BatchNorm2dNchwBackward(block_hw=256, dtype="f32")  # 8 pointers, B C HW (i32), eps (f32); grid (C, 1, 1)
 SPLIT = BatchNorm2dNchwBackwardSplit(block_hw=128, vectorized=0, deterministic=1, dtype="bf16")  # grid (C, SPLIT)
-FUNCTION = 0xF00D
 # pointer -> owning device, as the fake pointer_device reports it (everything else: device 0)
 OWNERS = {0x1000: 1, 0x2000: None}
 
@@ -43,39 +40,6 @@ def driver(tmp_path_factory) -> FakeDriver:
 @pytest.fixture(autouse=True)
 def fake_pointer_device(monkeypatch):
     monkeypatch.setattr(kdriver, "pointer_device", lambda ptr: OWNERS.get(ptr, 0))
-
-
-def kinds_of(kernel: Kernel) -> list[str]:
-    return ["ptr" if is_pointer else kind for is_pointer, kind, _, _ in kargs._schema(kernel)]
-
-
-def checked_launch(kernel: Kernel, driver: FakeDriver, **options) -> _host.CheckedLaunch:
-    """A CheckedLaunch for `kernel` as rust_kernels.cuda would build one (with the fake driver and fake tensors)."""
-    names = [arg.name for arg in kernel.spec.args]
-    settings = {
-        "entry": driver.entry,
-        "function": FUNCTION,
-        "name": kernel.name,
-        "kernel_id": kernel.id,
-        "arg_names": names,
-        "schema": [entry[:3] for entry in kargs._schema(kernel)],
-        "grid": [d if isinstance(d, int) else -(1 + names.index(d)) for d in kernel.spec.grid],
-        "block": kernel.block_dim,
-        "min_shared": kernel.shared_mem_bytes,
-        "max_shared": 48 * 1024,
-        "device": 0,
-        "element_sizes": ELEMENT_SIZES,
-        "elements": ELEMENTS,
-        "typestrs": BY_TYPESTR,
-        "tensor_type": FakeTensor,
-        "argument_error": ArgumentError,
-        "argument_type_error": ArgumentTypeError,
-        "pointer_device": lambda ptr: kdriver.pointer_device(ptr),
-        "on_error": lambda code: pytest.fail(f"unexpected launch failure {code}"),
-        "stream_handle": kdriver.stream_handle,
-    }
-    driver.set_kinds(kinds_of(kernel))
-    return _host.CheckedLaunch(**(settings | options))
 
 
 def single(driver: FakeDriver, is_pointer: bool, kind: str, **options) -> tuple[_host.CheckedLaunch, str]:
@@ -164,23 +128,6 @@ def test_the_same_bytes_as_the_python_path(driver):
     assert native_launch(launch, driver, [3, 2], (128, 1, 1), values, 4096) == python_launch(
         SPLIT, [3, 2], (128, 1, 1), values, 4096
     )
-
-
-def test_enqueue_packs_the_bytes_of_a_checked_launch(driver):
-    """The ops' fast path (CudaKernel.enqueue) packs without checking: the same dims and bytes as the checked call
-    of the same arguments, on the given stream, with the kernel's default shared memory."""
-    launch = checked_launch(SPLIT, driver)
-    values = good_args(SPLIT)
-    values[9] = 0x7B00_0000_0000  # raw pointers pass as they are
-    launch((3, 4), 128, values, stream=0x5EED)
-    checked = driver.last()
-    calls = driver.calls
-    launch.enqueue((3, 4, 1), tuple(values), 0x5EED)
-    assert driver.calls == calls + 1
-    assert driver.last() == checked
-    with pytest.raises(ArgumentError, match="takes 15 arguments"):  # the count is still checked: it sizes the packing
-        launch.enqueue((3, 4, 1), tuple(values[:-1]), 0)
-    assert driver.calls == calls + 1
 
 
 class IntLike(enum.IntEnum):
@@ -472,11 +419,9 @@ def test_a_launch_is_retried_once_when_on_error_removed_the_cause(driver):
     launch = checked_launch(K, driver, on_error=bind_and_retry)
     driver.set_result(201)
     try:
-        for send in (lambda: launch(3, 256, good_args()), lambda: launch.enqueue((3, 1, 1), tuple(good_args()), 0)):
-            calls = driver.calls
-            send()
-            assert driver.calls == calls + 2 and codes == [201, 201]  # retried once; the second failure reported
-            codes.clear()
+        calls = driver.calls
+        launch(3, 256, good_args())
+        assert driver.calls == calls + 2 and codes == [201, 201]  # retried once; the second failure reported
     finally:
         driver.set_result(0)
 

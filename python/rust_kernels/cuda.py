@@ -47,13 +47,8 @@ class CudaKernel:
         self.function = driver.check(cu.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
         self._shared_limit = DEFAULT_SHARED_LIMIT
         self.max_shared = driver.max_shared_per_block(device)
-        self._checked = _checked_launch(self)
-        # enqueue(grid, args, stream): launches on CUstream handle `stream` with the default shared memory,
-        # *unchecked* where the extension is built -- only for arguments of a signature that `launch` accepted (the
-        # ops' fast path, rust_kernels.calls). Without the extension it is a checked launch.
-        self.enqueue: Callable[[tuple[int, int, int], tuple[Any, ...], int], None] = (
-            self._checked.enqueue if self._checked is not None else self._launch_default_block
-        )
+        # the extension's CheckedLaunch (None where it is not built); the ops' fast paths (rust_kernels.calls) keep it
+        self.checked = _checked_launch(self)
 
     def _allow_shared(self, nbytes: int) -> None:
         cu = driver.driver_module()
@@ -81,15 +76,12 @@ class CudaKernel:
     def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
         """Launches on `stream` (default: the current stream of the arrays' library) without synchronising. Every
         argument is checked first (in one native call where the extension is built)."""
-        if self._checked is None:
+        if self.checked is None:
             self.prepare(grid, block, args, shared_mem, stream)()
             return
         if stream is None:
             stream = driver.current_stream(self.device, args[0] if isinstance(args, list | tuple) and args else None)
-        self._checked(grid, block, args, shared_mem, stream)
-
-    def _launch_default_block(self, grid: tuple[int, int, int], args: tuple[Any, ...], stream: int) -> None:
-        self.launch(grid, self.kernel.block_dim, args, stream=stream)
+        self.checked(grid, block, args, shared_mem, stream)
 
 
 def _checked_launch(loaded: CudaKernel) -> Any:

@@ -110,7 +110,10 @@ class _EagerBatchNorm2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                 eps: float) -> Tensor:  # fmt: skip
-        y = library.call(forward.batch_norm_2d_nchw_forward_inference, x, weight, bias, running_mean, running_var, eps)
+        y = forward.fast_call(x, weight, bias, running_mean, running_var, eps)
+        if y is None:  # not decided yet, or arguments to make contiguous first
+            y = library.call(forward.batch_norm_2d_nchw_forward_inference, x, weight, bias, running_mean, running_var,
+                             eps)  # fmt: skip
         ctx.save_for_backward(x, weight, running_mean, running_var)
         ctx.eps = eps
         return y
@@ -121,7 +124,10 @@ class _EagerBatchNorm2d(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph: the operator, so that double backward is refused as it refuses
             out = _ops.batch_norm_2d_backward(dy, *ctx.saved_tensors, None, None, False, ctx.eps)
         else:
-            out = library.call(backward.batch_norm_2d_nchw_backward, dy, *ctx.saved_tensors, ctx.eps)
+            saved = ctx.saved_tensors
+            out = backward.fast_call(dy, *saved, ctx.eps) or library.call(
+                backward.batch_norm_2d_nchw_backward, dy, *saved, ctx.eps
+            )
         return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None)
 
 
@@ -144,5 +150,6 @@ def batch_norm_2d(
     if _eager(tensors):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
             return _EagerBatchNorm2d.apply(*tensors, eps)
-        return library.call(forward.batch_norm_2d_nchw_forward_inference, *tensors, eps)
+        y = forward.fast_call(*tensors, eps)
+        return library.call(forward.batch_norm_2d_nchw_forward_inference, *tensors, eps) if y is None else y
     return _ops.batch_norm_2d_forward(*tensors, False, 0.0, eps)[0]

@@ -203,7 +203,7 @@ fn load<T: Copy>(slot: &u64) -> T {
 }
 
 /// Runs `f` on `n` values `fill`: on the stack for at most INLINE (every launch), on the heap past that.
-fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]) -> R) -> R {
+pub(crate) fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]) -> R) -> R {
     let mut inline = [fill; INLINE];
     if n <= INLINE {
         f(&mut inline[..n])
@@ -1052,36 +1052,50 @@ impl CheckedLaunch {
             self.send(py, grid3, shared, stream, slots)
         })
     }
-
-    /// Packs `args` by the schema and enqueues the launch on `stream` (a CUstream handle) with the kernel's default
-    /// shared memory, *without checking anything*: the ops' fast path calls it only with arguments of a signature
-    /// (array types, dtypes, devices, contiguity, alignment, scalar values) that a checked launch of this kernel
-    /// accepted. Pointer arguments are tensors (`data_ptr()`) or ints, scalars Python numbers, `grid` three ints.
-    fn enqueue(&self, py: Python<'_>, grid: (u32, u32, u32), args: &Bound<'_, PyTuple>, stream: usize) -> PyResult<()> {
-        self.check_count(py, args.len())?;
-        with_buffer(self.params.len(), 0u64, |slots| {
-            for (i, (param, slot)) in self.params.iter().zip(slots.iter_mut()).enumerate() {
-                let value = args.get_borrowed_item(i)?;
-                match param.kind {
-                    Kind::Ptr if value.is_exact_instance_of::<pyo3::types::PyInt>() => {
-                        store(slot, value.extract::<u64>()?)
-                    }
-                    Kind::Ptr => store(slot, value.call_method0(intern!(py, "data_ptr"))?.extract::<u64>()?),
-                    Kind::I32 => store(slot, value.extract::<i32>()?),
-                    Kind::U32 => store(slot, value.extract::<u32>()?),
-                    Kind::I64 => store(slot, value.extract::<i64>()?),
-                    Kind::U64 => store(slot, value.extract::<u64>()?),
-                    Kind::F32 => store(slot, value.extract::<f64>()? as f32),
-                    Kind::F64 => store(slot, value.extract::<f64>()?),
-                }
-            }
-            let (x, y, z) = grid;
-            self.send(py, [x, y, z], self.min_shared, stream, slots)
-        })
-    }
 }
 
+/// What the ops' fast path (crate::fast) uses: packing one value without checks, and launching packed slots.
 impl CheckedLaunch {
+    pub(crate) fn param_count(&self) -> usize {
+        self.params.len()
+    }
+
+    pub(crate) fn is_pointer(&self, index: usize) -> bool {
+        self.params[index].kind == Kind::Ptr
+    }
+
+    /// Packs `value` as parameter `index` *without checking it*: a tensor (`data_ptr()`) or an int for a pointer, a
+    /// Python number for a scalar.
+    pub(crate) fn pack_unchecked(&self, index: usize, value: &Bound<'_, PyAny>, slot: &mut u64) -> PyResult<()> {
+        match self.params[index].kind {
+            Kind::Ptr if value.is_exact_instance_of::<pyo3::types::PyInt>() => store(slot, value.extract::<u64>()?),
+            Kind::Ptr => store(
+                slot,
+                value.call_method0(intern!(value.py(), "data_ptr"))?.extract::<u64>()?,
+            ),
+            Kind::I32 => store(slot, value.extract::<i32>()?),
+            Kind::U32 => store(slot, value.extract::<u32>()?),
+            Kind::I64 => store(slot, value.extract::<i64>()?),
+            Kind::U64 => store(slot, value.extract::<u64>()?),
+            Kind::F32 => store(slot, value.extract::<f64>()? as f32),
+            Kind::F64 => store(slot, value.extract::<f64>()?),
+        }
+        Ok(())
+    }
+
+    /// Enqueues the launch of packed `slots` (one per parameter) on `stream` with the kernel's default shared memory,
+    /// *without checking anything*.
+    pub(crate) fn send_unchecked(
+        &self,
+        py: Python<'_>,
+        grid: [u32; 3],
+        stream: usize,
+        slots: &mut [u64],
+    ) -> PyResult<()> {
+        debug_assert_eq!(slots.len(), self.params.len());
+        self.send(py, grid, self.min_shared, stream, slots)
+    }
+
     /// cuLaunchKernel with the packed `slots`.
     fn send(&self, py: Python<'_>, grid: [u32; 3], shared: u32, stream: usize, slots: &mut [u64]) -> PyResult<()> {
         with_buffer(slots.len(), std::ptr::null_mut::<c_void>(), |params| {

@@ -1,13 +1,12 @@
 //! `rust_kernels._host`, the package's native extension: `CheckedLaunch`, a checked GPU launch in one native call,
-//! and `CudaLaunch`, a prepared one. (Kernels run in the host emulator from libraries built per kernel instance: see rust_kernels.host.)
+//! `CudaLaunch`, a prepared one, and `FastCalls`, the ops' fast path. (Kernels run in the host emulator from libraries built per kernel instance: see rust_kernels.host.)
 
 use pyo3::exceptions::PyTypeError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use std::ffi::c_void;
 
 mod checked;
+mod fast;
 
 /// The driver's `cuLaunchKernel`.
 type LaunchKernel =
@@ -120,53 +119,10 @@ impl CudaLaunch {
     }
 }
 
-/// `rust_kernels.calls.signature` in one native call, for the same result: the scalars (each of one of
-/// `scalar_types`), then per array `(shape, dtype, get_device(), is_contiguous(), data_ptr() % 16)`; None where a
-/// scalar or an array is of another type (`plain`: the array types) or an array is not on a CUDA device.
-#[pyfunction]
-fn signature<'py>(
-    py: Python<'py>,
-    arrays: &Bound<'py, PyTuple>,
-    scalars: &Bound<'py, PyTuple>,
-    plain: &Bound<'py, PyTuple>,
-    scalar_types: &Bound<'py, PyTuple>,
-) -> PyResult<Option<Bound<'py, PyTuple>>> {
-    let among = |value: &Bound<'py, PyAny>, types: &Bound<'py, PyTuple>| {
-        let kind = value.get_type();
-        types.iter().any(|t| t.is(&kind))
-    };
-    let mut key = Vec::with_capacity(scalars.len() + arrays.len());
-    for scalar in scalars.iter() {
-        if !among(&scalar, scalar_types) {
-            return Ok(None);
-        }
-        key.push(scalar);
-    }
-    for array in arrays.iter() {
-        if !among(&array, plain) {
-            return Ok(None);
-        }
-        let device = array.call_method0(intern!(py, "get_device"))?;
-        if device.extract::<i64>()? < 0 {
-            return Ok(None);
-        }
-        let address: u64 = array.call_method0(intern!(py, "data_ptr"))?.extract()?;
-        let entry = [
-            array.getattr(intern!(py, "shape"))?,
-            array.getattr(intern!(py, "dtype"))?,
-            device,
-            array.call_method0(intern!(py, "is_contiguous"))?,
-            (address % 16).into_pyobject(py)?.into_any(),
-        ];
-        key.push(PyTuple::new(py, entry)?.into_any());
-    }
-    Ok(Some(PyTuple::new(py, key)?))
-}
-
 #[pymodule]
 fn _host(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(signature, m)?)?;
     m.add_class::<CudaLaunch>()?;
     m.add_class::<checked::CheckedLaunch>()?;
+    m.add_class::<fast::FastCalls>()?;
     Ok(())
 }

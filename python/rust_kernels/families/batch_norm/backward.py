@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-from rust_kernels import arrays, calls
+from rust_kernels import arrays, calls, driver
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
 from rust_kernels.families.batch_norm import common
@@ -148,7 +148,12 @@ def own_plan(
 # Split-kernel workspaces, per (library, device, stream, dtype, mode): every launch leaves them zeroed again, and
 # launches on one stream are ordered, so one workspace per stream is never used by two launches at once.
 _workspaces: dict[tuple, tuple[Any, Any, int, int]] = {}  # partials, counters and their lengths
-_decisions = calls.Decisions()
+_fast = calls.fast_calls()
+# The kernels' eight arrays (dy, x, dx, weight, running_mean, running_var, dweight, dbias) as the fast path takes
+# them: inputs (dy, x, weight, running_mean, running_var) by index, outputs dx, dweight, dbias as -1, -2, -3,
+# allocated like x, weight and weight.
+_LAYOUT = (0, 1, -1, 2, 3, 4, -2, -3)
+_OUTPUTS_LIKE = (1, 2, 2)
 
 
 @cache
@@ -156,34 +161,27 @@ def _loaded(kernel: Kernel, device: int, backend: str) -> Any:
     return load(kernel, device=device, backend=backend)
 
 
-@dataclass(frozen=True)
-class _Decided(calls.Decision):
-    workspace: tuple | None  # the split kernel's: (need, key of _workspaces without the stream)
-    # per CUstream: the arguments after the eight arrays (workspace, scalars), for GPU arrays
-    tails: dict[int, tuple[Any, ...]] = field(default_factory=dict, compare=False)
-
-
-def _decide(plan: Plan, shape: common.Shape4, like: Any, device: int, backend: str, eps: float) -> _Decided:
+def _tail(plan: Plan, shape: common.Shape4, like: Any, device: int, stream: int, eps: float) -> tuple[Any, ...]:
+    """The kernel's arguments after its eight arrays: the split kernel's workspace, then the scalars."""
     batches, channels, height, width = shape
     kind, kernel = plan.kind, plan.kernel
     scalars = (batches, channels, height * width, common.kernel_eps(kernel, eps))
-    scalars += {"split": (plan.split,), "warp": (plan.ctas,)}.get(kind, ())
-    workspace = None
-    if kind == "split":
-        acc, deterministic = kernel.dtype_info.acc, kernel.deterministic == 1
-        need = channels * (plan.split if deterministic else 1) * 2
-        workspace = (need, (type(like).__module__, device, acc, deterministic))
-    return _Decided(plan, _loaded(kernel, device, backend), shape, device, plan.grid(channels), scalars, workspace)
+    if kind == "warp":
+        return (*scalars, plan.ctas)
+    if kind != "split":
+        return scalars
+    deterministic = kernel.deterministic == 1
+    need = channels * (plan.split if deterministic else 1) * 2
+    partials, counters = _workspace(like, kernel.dtype_info.acc, deterministic, need, channels, device, stream)
+    return (partials, counters, *scalars, plan.split)
 
 
-def _workspace(like: Any, decided: _Decided, stream: int) -> tuple[Any, Any]:
+def _workspace(like: Any, acc: str, deterministic: bool, need: int, channels: int, device: int, stream: int
+               ) -> tuple[Any, Any]:  # fmt: skip
     """(partials, counters) for a split launch on CUstream `stream`: zero before the launch, and zero after it."""
-    assert decided.workspace is not None
-    need, (library, device, acc, deterministic) = decided.workspace
-    channels = decided.shape[1]
     if isinstance(like, np.ndarray):  # host: fresh and cheap
         return arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32")
-    key = (library, device, stream, acc, deterministic)
+    key = (type(like).__module__, device, stream, acc, deterministic)
     held = _workspaces.get(key)
     if held is None or held[2] < need or held[3] < channels:
         held = (arrays.zeros(like, need, acc), arrays.zeros(like, channels, "u32"), need, channels)
@@ -191,17 +189,12 @@ def _workspace(like: Any, decided: _Decided, stream: int) -> tuple[Any, Any]:
     return held[0], held[1]
 
 
-def _arguments(decided: _Decided, inputs: tuple[Any, ...], outputs: tuple[Any, Any, Any], stream: int
-               ) -> tuple[Any, ...]:  # fmt: skip
-    """The kernel's arguments for (dy, x, weight, running_mean, running_var) -> (dx, dweight, dbias) on `stream`."""
-    dy, x, weight, running_mean, running_var = inputs
-    dx, dweight, dbias = outputs
-    tail = decided.tails.get(stream)
-    if tail is None:
-        tail = decided.scalars if decided.workspace is None else (*_workspace(x, decided, stream), *decided.scalars)
-        if not isinstance(x, np.ndarray):  # (the host's workspaces are fresh per call)
-            decided.tails[stream] = tail
-    return (dy, x, dx, weight, running_mean, running_var, dweight, dbias, *tail)
+def fast_call(dy: Any, x: Any, weight: Any, running_mean: Any, running_var: Any, eps: float
+              ) -> tuple[Any, Any, Any] | None:  # fmt: skip
+    """The op's fast path alone (deterministic, the plan's own block), on the current stream: (dx, dweight, dbias)
+    where the call's signature was decided before, else None (then call the op). For callers that would otherwise
+    prepare arguments first (rust_kernels.torch)."""
+    return _fast((dy, x, weight, running_mean, running_var), (eps, None, True))  # type: ignore[no-any-return]
 
 
 def batch_norm_2d_nchw_backward(
@@ -225,17 +218,12 @@ def batch_norm_2d_nchw_backward(
     partial sums in a fixed order, so results are bit-identical run to run; `deterministic=False` combines them with
     float atomics instead. `plan` overrides the choice. Empty inputs give empty dx and zero dweight, dbias.
     Launches go to `stream`, by default the current stream of the arrays' library."""
-    inputs = (dy, x, weight, running_mean, running_var)
-    key = calls.signature(inputs, (eps, block_hw, deterministic)) if backend == "cuda" and plan is None else None
-    decided = _decisions.get(key)
-    if decided is not None:  # the fast path: this signature was checked and decided before (torch CUDA tensors)
-        torch = calls.torch
-        dx = torch.empty_like(x)  # contiguous, as x is
-        if dx.data_ptr() % 16 == 0:  # as the plan assumed (torch's allocators align far more; a pluggable one may not)
-            outputs = (dx, torch.empty_like(weight), torch.empty_like(weight))
-            handle = calls.launch_stream(decided.device, stream)
-            decided.loaded.enqueue(decided.grid, _arguments(decided, inputs, outputs, handle), handle)
-            return outputs
+    inputs, scalars = (dy, x, weight, running_mean, running_var), (eps, block_hw, deterministic)
+    fast = backend == "cuda" and plan is None
+    if fast:  # a signature checked and decided before launches in one native call (PyTorch CUDA tensors)
+        outputs = _fast(inputs, scalars, None if stream is None else driver.stream_handle(stream))
+        if outputs is not None:
+            return outputs  # type: ignore[no-any-return]
     shape = common.nchw("x", x)
     channels = shape[1]
     dtype, param = common.check_inputs(
@@ -254,13 +242,13 @@ def batch_norm_2d_nchw_backward(
     dweight, dbias = arrays.empty(weight, (channels,)), arrays.empty(weight, (channels,))
     if plan is None:
         plan = own_plan(shape, dtype, (dy, x, dx), backend, device, deterministic, block_hw, param != dtype)
-    else:
-        key = None  # a forced plan is not the op's decision
-    decided = _decide(plan, shape, x, device, backend, eps)
+    loaded, grid = _loaded(plan.kernel, device, backend), plan.grid(channels)
     handle = common.stream_of(backend, device, x, stream)
-    args = _arguments(decided, inputs, (dx, dweight, dbias), handle)
-    decided.loaded.launch(decided.grid, plan.kernel.block_dim, args, stream=handle)
-    _decisions.put(key, decided)
+    tail = _tail(plan, shape, x, device, handle, eps)
+    loaded.launch(grid, plan.kernel.block_dim, (dy, x, dx, weight, running_mean, running_var, dweight, dbias, *tail),
+                  stream=handle)  # fmt: skip
+    if fast and loaded.checked is not None:
+        _fast.remember(inputs, scalars, handle, loaded.checked, grid, _OUTPUTS_LIKE, _LAYOUT, tail)
     return dx, dweight, dbias
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rust_kernels import arrays, calls
+from rust_kernels import arrays, calls, driver
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
@@ -100,37 +100,36 @@ def _loaded(kernel: Kernel, device: int, backend: str) -> Any:
     return load(kernel, device=device, backend=backend)
 
 
-_decisions = calls.Decisions()
+_fast = calls.fast_calls()
+# The flat kernel's arrays (x, y, weight, bias, running_mean, running_var) as the fast path takes them: inputs (x,
+# weight, bias, running_mean, running_var) by index, output y as -1, allocated like x.
+_LAYOUT = (0, -1, 1, 2, 3, 4)
+_OUTPUTS_LIKE = (0,)
 
 
-@dataclass(frozen=True)
-class _Decided(calls.Decision):
-    eps: float  # as the kernel receives it
-
-
-def _decide(plan: Plan, shape: common.Shape4, device: int, backend: str, eps: float) -> _Decided:
+def _launch(plan: Plan, loaded: Any, shape: common.Shape4, inputs: tuple[Any, ...], y: Any, stream: int,
+            eps: float) -> tuple[Any, ...] | None:  # fmt: skip
+    """Launches `plan` on (x, weight, bias, running_mean, running_var) into y; the flat kernel's scalar arguments
+    (what the fast path keeps), None for the seed kernel."""
+    x, *parameters = inputs
     batches, channels, height, width = shape
     eps = common.kernel_eps(plan.kernel, eps)
-    scalars = (batches, channels, height * width, eps, plan.ctas)  # the flat kernel's
-    return _Decided(plan, _loaded(plan.kernel, device, backend), shape, device, (plan.ctas, 1, 1), scalars, eps)
-
-
-def _launch(decided: _Decided, inputs: tuple[Any, ...], y: Any, stream: int, checked: bool) -> None:
-    """Launches `decided` on (x, weight, bias, running_mean, running_var) into y."""
-    x, *parameters = inputs
-    plan, kernel = decided.plan, decided.plan.kernel
     if plan.flat:
-        args = (x, y, *parameters, *decided.scalars)
-        if checked:
-            decided.loaded.launch(decided.grid, kernel.block_dim, args, stream=stream)
-        else:
-            decided.loaded.enqueue(decided.grid, args, stream)
-        return
-    batches, channels, height, width = decided.shape
-    for start in range(0, batches, MAX_GRID_Y):  # the seed kernel runs only when asked for (block_hw): checked
+        scalars = (batches, channels, height * width, eps, plan.ctas)
+        loaded.launch((plan.ctas, 1, 1), plan.kernel.block_dim, (x, y, *parameters, *scalars), stream=stream)
+        return scalars
+    for start in range(0, batches, MAX_GRID_Y):  # the seed kernel runs only when asked for (block_hw)
         stop = min(batches, start + MAX_GRID_Y)
-        args = (x[start:stop], y[start:stop], *parameters, channels, height * width, decided.eps)
-        decided.loaded.launch((channels, stop - start, 1), kernel.block_dim, args, stream=stream)
+        args = (x[start:stop], y[start:stop], *parameters, channels, height * width, eps)
+        loaded.launch((channels, stop - start, 1), plan.kernel.block_dim, args, stream=stream)
+    return None
+
+
+def fast_call(x: Any, weight: Any, bias: Any, running_mean: Any, running_var: Any, eps: float) -> Any | None:
+    """The op's fast path alone, on the current stream: y where the call's signature was decided before, else None
+    (then call the op). For callers that would otherwise prepare arguments first (rust_kernels.torch)."""
+    outputs = _fast((x, weight, bias, running_mean, running_var), (eps,))
+    return None if outputs is None else outputs[0]
 
 
 def batch_norm_2d_nchw_forward_inference(
@@ -150,13 +149,11 @@ def batch_norm_2d_nchw_forward_inference(
     The plan streams the tensor in packs; `block_hw` runs the original kernel with that CTA size instead. Launches
     go to `stream`, by default the current stream of the arrays' library."""
     inputs = (x, weight, bias, running_mean, running_var)
-    key = calls.signature(inputs, (eps,)) if backend == "cuda" and plan is None and block_hw is None else None
-    decided = _decisions.get(key)
-    if decided is not None:  # the fast path: this signature was checked and decided before
-        y = calls.torch.empty_like(x)  # contiguous, as x is
-        if y.data_ptr() % 16 == 0:  # as the plan assumed (torch's allocators align far more; a pluggable one may not)
-            _launch(decided, inputs, y, calls.launch_stream(decided.device, stream), checked=False)
-            return y
+    fast = backend == "cuda" and plan is None and block_hw is None
+    if fast:  # a signature checked and decided before launches in one native call (PyTorch CUDA tensors)
+        outputs = _fast(inputs, (eps,), None if stream is None else driver.stream_handle(stream))
+        if outputs is not None:
+            return outputs[0]
     shape = common.nchw("x", x)
     dtype, param = common.check_inputs(
         "x", shape, {"x": x},
@@ -169,11 +166,10 @@ def batch_norm_2d_nchw_forward_inference(
         return y
     if plan is None:
         plan = own_plan(shape, dtype, (x, y), backend, device, param != dtype, block_hw)
-    else:
-        key = None  # a forced plan is not the op's decision
-    decided = _decide(plan, shape, device, backend, eps)
-    _launch(decided, inputs, y, common.stream_of(backend, device, x, stream), checked=True)
-    _decisions.put(key, decided)
+    loaded, handle = _loaded(plan.kernel, device, backend), common.stream_of(backend, device, x, stream)
+    scalars = _launch(plan, loaded, shape, inputs, y, handle, eps)
+    if fast and scalars is not None and loaded.checked is not None:
+        _fast.remember(inputs, (eps,), handle, loaded.checked, (plan.ctas, 1, 1), _OUTPUTS_LIKE, _LAYOUT, scalars)
     return y
 
 

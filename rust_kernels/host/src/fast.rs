@@ -1,0 +1,335 @@
+//! `FastCalls`: an op's fast path on PyTorch tensors. What an op call decides (its checks passed, the plan, the
+//! loaded kernel, the grid, the kernel's scalar arguments) depends only on the call's *signature*: its scalar
+//! arguments, the stream it launches on and, per array, its shape, dtype, device, contiguity and address modulo 16.
+//! The op decides a signature once, through its checked path, and `remember`s the launch; a later call of that
+//! signature is one native call here: the signature, the output allocations (`empty_like`), the packing and
+//! cuLaunchKernel, with no checks.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::checked::{with_buffer, CheckedLaunch};
+
+/// What the fast path calls in the array library (PyTorch's, or a test's stand-in).
+struct Library {
+    /// The array types that have signatures (exactly these types: subclasses take the checked path).
+    plain: Py<PyTuple>,
+    /// `empty_like(array)`: an output.
+    empty_like: PyObject,
+    /// `current_stream(device)`: the CUstream handle a call launches on when given none.
+    current_stream: PyObject,
+}
+
+/// Where a kernel parameter's value comes from.
+#[derive(Clone, Copy)]
+enum Slot {
+    Input(usize),
+    Output(usize),
+    /// Packed once, at `remember`.
+    Value(u64),
+}
+
+/// A decided launch.
+struct Entry {
+    launch: Py<CheckedLaunch>,
+    grid: [u32; 3],
+    /// Per output, the input it is allocated like.
+    like: Vec<usize>,
+    slots: Vec<Slot>,
+    /// What the key and the packed values refer to (dtypes, workspaces): alive while the entry is.
+    _keep: Vec<PyObject>,
+}
+
+/// A call's signature: the key, and per array its address.
+struct Signature {
+    key: Vec<u64>,
+    addresses: Vec<u64>,
+    dtypes: Vec<PyObject>,
+    device: i64,
+}
+
+/// Scalar tags in a key: a value's type is part of it (True and 1 are different calls).
+const NONE: u64 = 0;
+const BOOL: u64 = 1;
+const INT: u64 = 2;
+const FLOAT: u64 = 3;
+
+/// One op's decided launches by signature (at most `capacity`: a program cycling through more starts afresh).
+///
+/// ```text
+/// FastCalls(capacity: int, library: Callable[[], tuple | None])
+///     # library() -> (plain array types, empty_like, current_stream) once the array library is imported, else None
+/// calls(arrays: tuple, scalars: tuple, stream: int | None = None) -> tuple | None
+///     # the outputs of the launch decided for this signature, or None (no decision: take the checked path)
+/// calls.remember(arrays, scalars, stream: int, launch: CheckedLaunch, grid, like, layout, tail) -> bool
+///     # after a checked launch of `launch` succeeded for this call: the outputs are empty_like(arrays[i]) for i in
+///     # `like`; parameter k < len(layout) is input layout[k] (>= 0) or output -1 - layout[k]; the rest are `tail`
+/// ```
+#[pyclass(frozen, module = "rust_kernels._host")]
+pub struct FastCalls {
+    capacity: usize,
+    resolve: PyObject,
+    library: OnceLock<Library>,
+    entries: Mutex<HashMap<Vec<u64>, Arc<Entry>>>,
+}
+
+impl FastCalls {
+    fn library(&self, py: Python<'_>) -> PyResult<Option<&Library>> {
+        if let Some(library) = self.library.get() {
+            return Ok(Some(library));
+        }
+        let found = self.resolve.call0(py)?;
+        if found.is_none(py) {
+            return Ok(None);
+        }
+        let (plain, empty_like, current_stream): (Py<PyTuple>, PyObject, PyObject) = found.extract(py)?;
+        let _ = self.library.set(Library {
+            plain,
+            empty_like,
+            current_stream,
+        });
+        Ok(self.library.get())
+    }
+
+    /// The signature of a call, or None where it has no fast path: a scalar not None, bool, int (i64) or float, an
+    /// array not of a plain type or not on a CUDA device.
+    fn signature(
+        py: Python<'_>,
+        library: &Library,
+        arrays: &Bound<'_, PyTuple>,
+        scalars: &Bound<'_, PyTuple>,
+    ) -> PyResult<Option<Signature>> {
+        let mut key = Vec::with_capacity(2 + 2 * scalars.len() + 10 * arrays.len());
+        key.push(scalars.len() as u64);
+        for scalar in scalars.iter() {
+            let (tag, bits) = if scalar.is_none() {
+                (NONE, 0)
+            } else if scalar.is_exact_instance_of::<PyBool>() {
+                (BOOL, u64::from(scalar.is_truthy()?))
+            } else if scalar.is_exact_instance_of::<PyInt>() {
+                match scalar.extract::<i64>() {
+                    Ok(value) => (INT, value as u64),
+                    Err(_) => return Ok(None),
+                }
+            } else if scalar.is_exact_instance_of::<PyFloat>() {
+                (FLOAT, scalar.extract::<f64>()?.to_bits())
+            } else {
+                return Ok(None);
+            };
+            key.extend([tag, bits]);
+        }
+        key.push(arrays.len() as u64);
+        let plain = library.plain.bind(py);
+        let mut addresses = Vec::with_capacity(arrays.len());
+        let mut dtypes = Vec::with_capacity(arrays.len());
+        let mut first_device = -1;
+        for array in arrays.iter() {
+            let kind = array.get_type();
+            if !plain.iter().any(|t| t.is(&kind)) {
+                return Ok(None);
+            }
+            let device: i64 = array.call_method0(intern!(py, "get_device"))?.extract()?;
+            if device < 0 {
+                return Ok(None);
+            }
+            if first_device < 0 {
+                first_device = device;
+            }
+            let address: u64 = array.call_method0(intern!(py, "data_ptr"))?.extract()?;
+            let dtype = array.getattr(intern!(py, "dtype"))?;
+            let contiguous = array.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?;
+            let shape = array.getattr(intern!(py, "shape"))?;
+            let shape = shape.downcast::<PyTuple>()?;
+            key.extend([
+                device as u64,
+                dtype.as_ptr() as u64, // kept alive by the entry: never another object's address while it is
+                u64::from(contiguous),
+                address % 16,
+                shape.len() as u64,
+            ]);
+            for extent in shape.iter() {
+                key.push(extent.extract::<i64>()? as u64);
+            }
+            addresses.push(address);
+            dtypes.push(dtype.unbind());
+        }
+        Ok(Some(Signature {
+            key,
+            addresses,
+            dtypes,
+            device: first_device,
+        }))
+    }
+
+    /// The signature with the stream: the one given, or the library's current stream on the arrays' device.
+    fn keyed(
+        &self,
+        py: Python<'_>,
+        arrays: &Bound<'_, PyTuple>,
+        scalars: &Bound<'_, PyTuple>,
+        stream: Option<u64>,
+    ) -> PyResult<Option<(Signature, u64)>> {
+        let Some(library) = self.library(py)? else {
+            return Ok(None);
+        };
+        let Some(mut signature) = Self::signature(py, library, arrays, scalars)? else {
+            return Ok(None);
+        };
+        let stream = match stream {
+            Some(stream) => stream,
+            None if signature.device >= 0 => library.current_stream.call1(py, (signature.device,))?.extract(py)?,
+            None => 0, // no arrays: the legacy default stream, as the checked path has it
+        };
+        signature.key.push(stream);
+        Ok(Some((signature, stream)))
+    }
+}
+
+#[pymethods]
+impl FastCalls {
+    #[new]
+    fn new(capacity: usize, library: PyObject) -> PyResult<Self> {
+        if capacity == 0 {
+            return Err(PyValueError::new_err("FastCalls: capacity must be positive"));
+        }
+        Ok(Self {
+            capacity,
+            resolve: library,
+            library: OnceLock::new(),
+            entries: Mutex::new(HashMap::new()),
+        })
+    }
+
+    #[pyo3(signature = (arrays, scalars, stream = None))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        arrays: &Bound<'py, PyTuple>,
+        scalars: &Bound<'py, PyTuple>,
+        stream: Option<u64>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let Some((signature, stream)) = self.keyed(py, arrays, scalars, stream)? else {
+            return Ok(None);
+        };
+        let Some(entry) = self.entries.lock().unwrap().get(&signature.key).cloned() else {
+            return Ok(None);
+        };
+        let library = self.library.get().expect("resolved by keyed");
+        let mut outputs = Vec::with_capacity(entry.like.len());
+        let mut addresses = Vec::with_capacity(entry.like.len());
+        for &input in &entry.like {
+            let output = library.empty_like.bind(py).call1((arrays.get_borrowed_item(input)?,))?;
+            let address: u64 = output.call_method0(intern!(py, "data_ptr"))?.extract()?;
+            if !address.is_multiple_of(16) {
+                return Ok(None); // the plan assumed 16-byte aligned outputs (a pluggable allocator may give less)
+            }
+            outputs.push(output);
+            addresses.push(address);
+        }
+        with_buffer(entry.slots.len(), 0u64, |values| {
+            for (value, slot) in values.iter_mut().zip(&entry.slots) {
+                *value = match *slot {
+                    Slot::Input(i) => signature.addresses[i],
+                    Slot::Output(j) => addresses[j],
+                    Slot::Value(bits) => bits,
+                };
+            }
+            entry
+                .launch
+                .get()
+                .send_unchecked(py, entry.grid, stream as usize, values)
+        })?;
+        Ok(Some(PyTuple::new(py, outputs)?))
+    }
+
+    /// See the class doc. Returns whether the call was kept (a call with no signature is not).
+    #[allow(clippy::too_many_arguments)]
+    fn remember(
+        &self,
+        py: Python<'_>,
+        arrays: &Bound<'_, PyTuple>,
+        scalars: &Bound<'_, PyTuple>,
+        stream: u64,
+        launch: Py<CheckedLaunch>,
+        grid: (u32, u32, u32),
+        like: Vec<usize>,
+        layout: Vec<i64>,
+        tail: &Bound<'_, PyTuple>,
+    ) -> PyResult<bool> {
+        let count = launch.get().param_count();
+        if layout.len() + tail.len() != count {
+            return Err(PyValueError::new_err(format!(
+                "FastCalls.remember: {} layout entries and {} tail values for {count} parameters",
+                layout.len(),
+                tail.len()
+            )));
+        }
+        if let Some(&input) = like.iter().find(|&&i| i >= arrays.len()) {
+            return Err(PyValueError::new_err(format!(
+                "FastCalls.remember: no input {input} to allocate like"
+            )));
+        }
+        let mut slots = Vec::with_capacity(count);
+        for (k, &source) in layout.iter().enumerate() {
+            let slot = match usize::try_from(source) {
+                Ok(i) if i < arrays.len() => Slot::Input(i),
+                Err(_) if ((-1 - source) as usize) < like.len() => Slot::Output((-1 - source) as usize),
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "FastCalls.remember: layout[{k}] = {source} is no array"
+                    )))
+                }
+            };
+            if !launch.get().is_pointer(k) {
+                return Err(PyValueError::new_err(format!(
+                    "FastCalls.remember: parameter {k} is not a pointer"
+                )));
+            }
+            slots.push(slot);
+        }
+        for (k, value) in tail.iter().enumerate() {
+            let mut bits = 0u64;
+            launch.get().pack_unchecked(layout.len() + k, &value, &mut bits)?;
+            slots.push(Slot::Value(bits));
+        }
+        let Some((signature, _)) = self.keyed(py, arrays, scalars, Some(stream))? else {
+            return Ok(false);
+        };
+        let mut keep = signature.dtypes;
+        keep.push(tail.clone().into_any().unbind());
+        let entry = Arc::new(Entry {
+            launch,
+            grid: [grid.0, grid.1, grid.2],
+            like,
+            slots,
+            _keep: keep,
+        });
+        let forgotten = {
+            let mut entries = self.entries.lock().unwrap();
+            let full = entries.len() >= self.capacity;
+            let forgotten = if full {
+                std::mem::take(&mut *entries)
+            } else {
+                HashMap::new()
+            };
+            entries.insert(signature.key, entry);
+            forgotten
+        };
+        drop(forgotten); // outside the lock: dropping may run Python code
+        Ok(true)
+    }
+
+    fn __len__(&self) -> usize {
+        self.entries.lock().unwrap().len()
+    }
+
+    /// Forgets every decision.
+    fn clear(&self) {
+        let forgotten = std::mem::take(&mut *self.entries.lock().unwrap());
+        drop(forgotten); // outside the lock: dropping may run Python code
+    }
+}
