@@ -21,6 +21,7 @@ from rust_kernels.kernels import Kernel
 
 ELEMENT_SIZES = {name: t.size for name, t in TYPES.items()}
 FUNCTION = 0xF00D  # the CUfunction the fake launches report
+CONTEXT = 0xC0C0  # the context checked_launch's launches belong to
 
 SOURCE = r"""
 #include <stdint.h>
@@ -34,9 +35,29 @@ uint32_t dims[7];
 int32_t widths[MAX_PARAMS];  /* set by the test: bytes to read per parameter; 0 ends the list */
 unsigned char values[MAX_PARAMS][8];
 
+/* the thread's context stack, as cuCtxGetCurrent / cuCtxPushCurrent / cuCtxPopCurrent keep it */
+uint64_t current, launched_in, pushes, stack[16];
+int32_t depth;
+
+int32_t fake_ctx_get(uint64_t *out) { *out = current; return 0; }
+int32_t fake_ctx_push(uint64_t context) {
+    if (depth == 16) return 1;
+    stack[depth++] = current;
+    current = context;
+    pushes++;
+    return 0;
+}
+int32_t fake_ctx_pop(uint64_t *out) {
+    if (depth == 0) return 1;
+    *out = current;
+    current = stack[--depth];
+    return 0;
+}
+
 int32_t fake_launch(void *f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz,
                     uint32_t shared, void *s, void **params, void **e) {
     calls++;
+    launched_in = current;
     function = (uint64_t)(uintptr_t)f;
     stream = (uint64_t)(uintptr_t)s;
     extra = (uint64_t)(uintptr_t)e;
@@ -70,6 +91,23 @@ class FakeDriver:
     def calls(self) -> int:
         return self._global(ctypes.c_int64, "calls").value
 
+    def context(self, context: int) -> tuple[int, int, int, int]:
+        """The launchers' `context` argument: the fake's context calls and `context`."""
+        names = ("fake_ctx_get", "fake_ctx_push", "fake_ctx_pop")
+        return (*(ctypes.cast(getattr(self.lib, n), ctypes.c_void_p).value for n in names), context)  # type: ignore[return-value]
+
+    @property
+    def current(self) -> int:
+        """The context current on the (fake) thread."""
+        return self._global(ctypes.c_uint64, "current").value
+
+    def set_current(self, context: int) -> None:
+        self._global(ctypes.c_uint64, "current").value = context
+
+    @property
+    def pushes(self) -> int:
+        return self._global(ctypes.c_uint64, "pushes").value
+
     def set_result(self, code: int) -> None:
         self._global(ctypes.c_int32, "result").value = code
 
@@ -91,6 +129,7 @@ class FakeDriver:
             "function": self._global(ctypes.c_uint64, "function").value,
             "dims": tuple((ctypes.c_uint32 * 7).in_dll(self.lib, "dims")),
             "stream": self._global(ctypes.c_uint64, "stream").value,
+            "context": self._global(ctypes.c_uint64, "launched_in").value,  # current during the launch
             "extra": self._global(ctypes.c_uint64, "extra").value,
         }
 
@@ -163,6 +202,7 @@ def checked_launch(kernel: Kernel, driver: FakeDriver, **options: Any) -> Any:
     names = [arg.name for arg in kernel.spec.args]
     settings = {
         "entry": driver.entry,
+        "context": driver.context(CONTEXT),
         "function": FUNCTION,
         "name": kernel.name,
         "kernel_id": kernel.id,

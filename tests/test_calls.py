@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 import pytest
 
-from fake_driver import FUNCTION, FakeDriver, checked_launch
+from fake_driver import CONTEXT, FUNCTION, FakeDriver, checked_launch
 from rust_kernels import ArgumentError, arrays, calls, registry
 from rust_kernels.families.batch_norm import backward, common, forward
 from rust_kernels.kernels import BatchNorm2dNchwBackwardSplit
@@ -173,21 +173,14 @@ def test_misaligned_outputs_miss(driver):
     assert driver.calls == calls_before
 
 
-def test_a_failed_launch_retries_once_when_on_error_bound_a_context(driver):
-    codes = []
-
-    def bind_and_retry(code):
-        codes.append(code)
-        return True
-
-    fast, _ = remembered(driver, Library(), on_error=bind_and_retry)
-    driver.set_result(201)  # CUDA_ERROR_INVALID_CONTEXT
+def test_a_replayed_launch_runs_in_the_kernels_context(driver):
+    fast, _ = remembered(driver, Library())
+    driver.set_current(0xD1D1)  # another device's context is current (PyTorch's current device)
     try:
-        calls_before = driver.calls
-        fast(inputs(), SCALARS)
-        assert driver.calls == calls_before + 2 and codes == [201, 201]
+        assert fast(inputs(), SCALARS) is not None
+        assert driver.last()["context"] == CONTEXT and driver.current == 0xD1D1
     finally:
-        driver.set_result(0)
+        driver.set_current(0)
 
 
 def test_the_calls_stay_bounded_and_keep_what_their_launches_use(driver):
@@ -329,3 +322,43 @@ def test_gpu_ops_launch_from_a_thread_without_a_current_context():
     assert len(results) == 2
     for got in results:
         torch.testing.assert_close(got, want, rtol=2e-3, atol=1e-2)  # f16 results of another plan
+
+
+@pytest.mark.gpu
+def test_gpu_ops_on_another_device_run_there_and_leave_the_current_device_alone():
+    """With device 0 current (PyTorch's current device, its context current on the thread), ops on device 1 tensors
+    load, run and replay on device 1, and device 0's context stays current (the launch pushes device 1's)."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("gpu test not run: needs two CUDA devices")
+    from cuda.bindings import driver as cu
+
+    import rust_kernels.torch as rk_torch
+    from rust_kernels import driver
+
+    torch.cuda.set_device(0)
+    device0 = int(driver.context(0))
+
+    def current() -> int:
+        return int(driver.check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent"))
+
+    shape = (4, 8, 16, 16)
+    t = cuda_inputs(FORWARD, shape, "f32") | cuda_inputs(BACKWARD, shape, "f32")
+    on1 = {n: a.to("cuda:1") for n, a in t.items()}
+    want_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
+    want_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
+    for _ in range(2):  # checked (loads the kernels for device 1), then the fast path
+        cu.cuCtxSetCurrent(driver.context(0))  # as PyTorch's runtime has it with device 0 current
+        got_bwd = backward.batch_norm_2d_nchw_backward(*(on1[n] for n in BACKWARD_NAMES))
+        got_fwd = forward.batch_norm_2d_nchw_forward_inference(*(on1[n] for n in FORWARD_NAMES))
+        assert current() == device0 and torch.cuda.current_device() == 0
+        assert all(g.device == torch.device("cuda:1") for g in (*got_bwd, got_fwd))
+        torch.cuda.synchronize(1)
+        assert all(torch.equal(g.cpu(), w.cpu()) for g, w in zip(got_bwd, want_bwd, strict=True))  # the same plan
+        assert torch.equal(got_fwd.cpu(), want_fwd.cpu())
+    ours = rk_torch.convert(torch.nn.BatchNorm2d(8)).to("cuda:1").eval()
+    theirs = torch.nn.BatchNorm2d(8).to("cuda:1").eval()
+    x = on1["x"].clone().requires_grad_()
+    for module in (ours, theirs):
+        module(x).backward(on1["dy"])
+    assert current() == device0 and torch.cuda.current_device() == 0
+    torch.testing.assert_close(ours.weight.grad, theirs.weight.grad, rtol=1e-4, atol=1e-5)

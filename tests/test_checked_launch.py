@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import rust_kernels
-from fake_driver import DTYPES, ELEMENT_SIZES, FUNCTION, DeviceArray, FakeDriver, FakeTensor, checked_launch
+from fake_driver import CONTEXT, DTYPES, ELEMENT_SIZES, FUNCTION, DeviceArray, FakeDriver, FakeTensor, checked_launch
 from rust_kernels import args as kargs
 from rust_kernels import cuda
 from rust_kernels import driver as kdriver
@@ -47,6 +47,7 @@ def single(driver: FakeDriver, is_pointer: bool, kind: str, **options) -> tuple[
     where = f"probe: argument 0 (v: {'*mut ' if is_pointer else ''}{kind})"
     settings = {
         "entry": driver.entry,
+        "context": driver.context(CONTEXT),
         "function": FUNCTION,
         "name": "probe",
         "kernel_id": "probe__x",
@@ -408,22 +409,25 @@ def test_a_failed_launch_calls_on_error_with_the_code(driver):
     assert codes == [700]
 
 
-def test_a_launch_is_retried_once_when_on_error_removed_the_cause(driver):
-    """on_error returns True where it fixed the failure (no context was current on the thread): one more launch."""
-    codes = []
-
-    def bind_and_retry(code):
-        codes.append(code)
-        return True
-
-    launch = checked_launch(K, driver, on_error=bind_and_retry)
-    driver.set_result(201)
+def test_a_launch_runs_in_its_context_and_leaves_the_threads_current_one(driver):
+    """Launches run in the kernel's device context: where another device's context (or none) is current, it is
+    pushed for the launch and popped after, so PyTorch's current device stays as it was."""
+    launch = checked_launch(K, driver)
     try:
-        calls = driver.calls
-        launch(3, 256, good_args())
-        assert driver.calls == calls + 2 and codes == [201, 201]  # retried once; the second failure reported
+        for current, pushed in ((CONTEXT, 0), (0xD1D1, 1), (0, 1)):
+            driver.set_current(current)
+            pushes = driver.pushes
+            launch(3, 256, good_args())
+            assert driver.last()["context"] == CONTEXT and driver.current == current
+            assert driver.pushes == pushes + pushed
+        driver.set_result(700)
+        driver.set_current(0xD1D1)
+        with pytest.raises(AssertionError, match="unexpected launch failure 700"):
+            launch(3, 256, good_args())
+        assert driver.current == 0xD1D1  # popped after a failed launch too
     finally:
         driver.set_result(0)
+        driver.set_current(0)
 
 
 def test_keeps_no_reference_to_the_arguments(driver):

@@ -1,50 +1,69 @@
-"""The extension's CudaLaunch, driven through a stand-in for cuLaunchKernel (no GPU needed)."""
+"""The extension's CudaLaunch, driven through a stand-in for cuLaunchKernel and the fake driver's context calls (no
+GPU needed)."""
 
 import ctypes
 
 import pytest
+
+from fake_driver import FakeDriver
 
 _host = pytest.importorskip("rust_kernels._host")
 
 PROTOTYPE = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
 )
+CONTEXT = 0xC1C1
 
 
-def stand_in(result: int, seen: list):
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory) -> FakeDriver:
+    return FakeDriver(tmp_path_factory.mktemp("fake_driver"))
+
+
+def stand_in(driver: FakeDriver, result: int, seen: list):
     def cu_launch_kernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        seen.append((function, (gx, gy, gz, bx, by, bz, shared), stream, params, extra))
+        seen.append((function, (gx, gy, gz, bx, by, bz, shared), stream, params, extra, driver.current))
         return result
 
     callback = PROTOTYPE(cu_launch_kernel)
     return callback, ctypes.cast(callback, ctypes.c_void_p).value
 
 
-def test_calls_the_driver_entry_with_the_prepared_arguments():
+def test_calls_the_driver_entry_with_the_prepared_arguments_in_the_kernels_context(driver):
     seen: list = []
-    callback, entry = stand_in(0, seen)
+    callback, entry = stand_in(driver, 0, seen)
     params = (ctypes.c_void_p * 2)()
-    launch = _host.CudaLaunch(entry, 0x1234, (1, 2, 3, 4, 5, 6, 7), 99, ctypes.addressof(params), params, print)
+    context = driver.context(CONTEXT)
+    address = ctypes.addressof(params)
+    launch = _host.CudaLaunch(entry, context, 0x1234, (1, 2, 3, 4, 5, 6, 7), 99, address, params, print)
+    driver.set_current(0xD1D1)  # another device's context is current: pushed over for the launch, then back
     launch()
+    assert driver.current == 0xD1D1
+    driver.set_current(CONTEXT)
     launch()
-    assert seen == [(0x1234, (1, 2, 3, 4, 5, 6, 7), 99, ctypes.addressof(params), None)] * 2
+    driver.set_current(0)
+    assert seen == [(0x1234, (1, 2, 3, 4, 5, 6, 7), 99, address, None, CONTEXT)] * 2
     assert callback  # kept alive to here
 
 
-def test_a_failed_launch_raises_through_on_error():
+def test_a_failed_launch_raises_through_on_error(driver):
     seen: list = []
-    callback, entry = stand_in(700, seen)
+    callback, entry = stand_in(driver, 700, seen)
     params = (ctypes.c_void_p * 1)()
 
     def on_error(code):
         raise RuntimeError(f"launch failed: {code}")
 
-    launch = _host.CudaLaunch(entry, 0x1, (1, 1, 1, 32, 1, 1, 0), 0, ctypes.addressof(params), params, on_error)
+    context = driver.context(CONTEXT)
+    address = ctypes.addressof(params)
+    launch = _host.CudaLaunch(entry, context, 0x1, (1, 1, 1, 32, 1, 1, 0), 0, address, params, on_error)
     with pytest.raises(RuntimeError, match="launch failed: 700"):
         launch()
-    assert callback and len(seen) == 1
+    assert callback and len(seen) == 1 and driver.current == 0
 
 
-def test_null_pointers_are_refused():
+def test_null_pointers_are_refused(driver):
     with pytest.raises(TypeError, match="non-null"):
-        _host.CudaLaunch(0, 1, (1, 1, 1, 1, 1, 1, 0), 0, 1, None, print)
+        _host.CudaLaunch(0, driver.context(CONTEXT), 1, (1, 1, 1, 1, 1, 1, 0), 0, 1, None, print)
+    with pytest.raises(TypeError, match="non-null"):
+        _host.CudaLaunch(1, driver.context(0), 1, (1, 1, 1, 1, 1, 1, 0), 0, 1, None, print)

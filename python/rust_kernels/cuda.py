@@ -42,9 +42,10 @@ class CudaKernel:
         else:  # no cubin for this device: the driver JIT-compiles the PTX
             image, self.image_kind = entry.file("kernel.ptx").read_bytes() + b"\0", "kernel.ptx"
         cu = driver.driver_module()
-        self.module = driver.check(cu.cuModuleLoadData(image), f"loading {entry.path / self.image_kind}")
-        name = kernel.entry_point_name()
-        self.function = driver.check(cu.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
+        with driver.current(device):  # loaded into the device's context, whichever is current on this thread
+            self.module = driver.check(cu.cuModuleLoadData(image), f"loading {entry.path / self.image_kind}")
+            name = kernel.entry_point_name()
+            self.function = driver.check(cu.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
         self._shared_limit = DEFAULT_SHARED_LIMIT
         self.max_shared = driver.max_shared_per_block(device)
         # the extension's CheckedLaunch (None where it is not built); the ops' fast paths (rust_kernels.calls) keep it
@@ -53,7 +54,8 @@ class CudaKernel:
     def _allow_shared(self, nbytes: int) -> None:
         cu = driver.driver_module()
         attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        driver.check(cu.cuFuncSetAttribute(self.function, attr, nbytes), f"shared_mem: {nbytes} bytes")
+        with driver.current(self.device):
+            driver.check(cu.cuFuncSetAttribute(self.function, attr, nbytes), f"shared_mem: {nbytes} bytes")
         self._shared_limit = nbytes
 
     def prepare(
@@ -99,6 +101,7 @@ def _checked_launch(loaded: CudaKernel) -> Any:
     torch = sys.modules.get("torch")
     return CheckedLaunch(
         entry=ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value,
+        context=driver.context_entries(loaded.device),
         function=int(loaded.function),
         name=kernel.name,
         kernel_id=kernel.id,
@@ -116,7 +119,7 @@ def _checked_launch(loaded: CudaKernel) -> Any:
         argument_error=ArgumentError,
         argument_type_error=ArgumentTypeError,
         pointer_device=lambda pointer: driver.pointer_device(pointer),  # late-bound: tests replace it
-        on_error=partial(_launch_failed, kernel.id, loaded.device),
+        on_error=partial(_launch_failed, kernel.id),
         stream_handle=driver.stream_handle,
         allowed_shared=DEFAULT_SHARED_LIMIT,
         allow_shared=loaded._allow_shared,
@@ -133,14 +136,10 @@ def _cu_launch_kernel() -> Any:
     return function
 
 
-def _launch_failed(kernel_id: str, device: int, code: int) -> bool:
-    """The native launchers' on_error: True (retry) where no context was current on this thread and now the
-    device's is; else raises LaunchError with the driver's words."""
+def _launch_failed(kernel_id: str, code: int) -> None:
+    """The launchers' on_error: raises LaunchError with the driver's words for CUresult `code`."""
     cu = driver.driver_module()
-    if code == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT and driver.bind_context(device):
-        return True
     driver.check((cu.CUresult(code),), f"launching {kernel_id}")
-    return False
 
 
 @cache
@@ -168,23 +167,24 @@ def _prepared(
     """A callable that enqueues the launch: the extension's CudaLaunch where it is built, else ctypes."""
     values = [_ctype(p.type)(p.value) for p in packed]  # the driver reads these at each launch
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-    on_error = partial(_launch_failed, loaded.kernel.id, loaded.device)
+    on_error = partial(_launch_failed, loaded.kernel.id)
     native = _native_launch()
     if native is not None:
         entry = ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value
         dims = (*grid, *block, shared)
-        return native(entry, int(loaded.function), dims, stream, ctypes.addressof(params), (values, params), on_error)
+        context = driver.context_entries(loaded.device)
+        keep = (values, params)
+        return native(entry, context, int(loaded.function), dims, stream, ctypes.addressof(params), keep, on_error)
     handle = ctypes.c_void_p(int(loaded.function))
     dims = [ctypes.c_uint(d) for d in (*grid, *block, shared)]
     arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p), None)
     call = partial(_cu_launch_kernel(), *arguments)  # bound in C: no argument handling per launch
 
     def launch() -> None:
-        code = call()
-        if code and on_error(code):  # retried once, as the native launchers do
+        with driver.current(loaded.device):  # as the native launchers: in the kernel's context
             code = call()
-            if code:
-                on_error(code)
+        if code:
+            on_error(code)
 
     launch.keep = (values, params)  # type: ignore[attr-defined]
     return launch

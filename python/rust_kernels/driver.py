@@ -3,6 +3,8 @@ and pointer attributes, and stream handles. Used by the GPU backend and by argum
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -41,27 +43,52 @@ def gpu_available() -> tuple[bool, str]:
     return True, f"{count} CUDA device(s)"
 
 
-def bind_context(device: int) -> bool:
-    """Makes the device's primary context current on this thread if none is; whether it had to. (PyTorch's autograd
-    and user threads may have none: the runtime API binds it lazily, the driver API needs it bound.)"""
+def bind_context(device: int) -> None:
+    """Makes the device's primary context current on this thread if none is, as PyTorch's runtime would on its
+    first call there (user threads may have none; the driver API calls that check pointers need one)."""
     driver = driver_module()
-    if int(check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")):
-        return False
-    check(driver.cuCtxSetCurrent(context(device)), "cuCtxSetCurrent")
-    return True
+    if not int(check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")):
+        check(driver.cuCtxSetCurrent(context(device)), "cuCtxSetCurrent")
 
 
 @cache
 def context(device: int) -> Any:
-    """The device's primary context, retained for the process and made current on the first thread that asks."""
+    """The device's primary context (PyTorch's and CuPy's too), retained for the process."""
     usable, why = gpu_available()
     if not usable:
         raise RustKernelsError(f"backend 'cuda': {why}; use backend='host' to run in the CPU emulator")
     driver = driver_module()
     handle = check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
-    context = check(driver.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
-    check(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
-    return context
+    return check(driver.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+
+
+@contextmanager
+def current(device: int) -> Iterator[None]:
+    """The device's primary context current for the block: as things are where it is already, else pushed and popped
+    after, so the thread's current context (PyTorch's current device) is left as it was. Module loads and function
+    attributes act on the current context: a kernel for device 1 must not land in device 0's."""
+    driver = driver_module()
+    wanted = context(device)
+    if int(check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")) == int(wanted):
+        yield
+        return
+    check(driver.cuCtxPushCurrent(wanted), "cuCtxPushCurrent")
+    try:
+        yield
+    finally:
+        check(driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
+
+
+@cache
+def context_entries(device: int) -> tuple[int, int, int, int]:
+    """What the native launchers switch contexts with: the addresses of cuCtxGetCurrent, cuCtxPushCurrent and
+    cuCtxPopCurrent, and the device's primary context."""
+    import ctypes
+
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    names = ("cuCtxGetCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2")
+    addresses = tuple(ctypes.cast(getattr(libcuda, name), ctypes.c_void_p).value for name in names)
+    return (*addresses, int(context(device)))  # type: ignore[return-value]
 
 
 @cache

@@ -11,7 +11,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{enqueue, LaunchKernel};
+use crate::{enqueue, Context, LaunchKernel};
 
 /// Parameters packed on the stack; kernels with more take one heap allocation per call.
 const INLINE: usize = 32;
@@ -221,6 +221,8 @@ pub(crate) fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]
 /// ```text
 /// CheckedLaunch(*,
 ///     entry: int,            # address of the driver's cuLaunchKernel (ctypes.cast(fn, c_void_p).value)
+///     context: tuple[int, int, int, int],  # addresses of cuCtxGetCurrent, cuCtxPushCurrent, cuCtxPopCurrent and
+///                            #   the device's primary CUcontext: launches run in it (pushed where another is current)
 ///     function: int,         # the CUfunction
 ///     name: str,             # kernel.name: prefix of the sequence / count / grid messages
 ///     kernel_id: str,        # kernel.id: prefix of the block / shared_mem messages
@@ -241,7 +243,7 @@ pub(crate) fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]
 ///     argument_type_error: type,       # errors.ArgumentTypeError
 ///     pointer_device: Callable[[int], int | None],  # cuda.pointer_device: owner of a __cuda_array_interface__
 ///                                                   #   pointer (called only for nonzero ones)
-///     on_error: Callable[[int], None], # called with the CUresult of a failed cuLaunchKernel (raises LaunchError)
+///     on_error: Callable[[int], None], # called with the CUresult of a failed launch (raises LaunchError)
 ///     stream_handle: Callable[[Any], int] | None = None,  # cuda.stream_handle: converts a stream that is neither
 ///                                                         #   None nor an int (without it: ArgumentTypeError,
 ///                                                         #   stream_handle's message)
@@ -266,11 +268,13 @@ pub(crate) fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]
 /// whose type is (a subclass of) `tensor_type` is taken as a tensor without the `hasattr(data_ptr)`,
 /// `hasattr(is_contiguous)` probes, which still decide for every other object.
 ///
-/// Safety contract: `entry` must be the address of a function with cuLaunchKernel's signature and `function` a
-/// CUfunction that stays loaded while this object lives, in the context current on the calling thread.
+/// Safety contract: `entry` must be the address of a function with cuLaunchKernel's signature, `context` the
+/// addresses of the driver's context functions named there and a context that stays alive, and `function` a
+/// CUfunction of that context that stays loaded while this object lives.
 #[pyclass(frozen, module = "rust_kernels._host")]
 pub struct CheckedLaunch {
     launch: LaunchKernel,
+    context: Context,
     function: usize,
     name: String,
     kernel_id: String,
@@ -833,7 +837,7 @@ fn extract_dims(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
 impl CheckedLaunch {
     #[new]
     #[pyo3(signature = (
-        *, entry, function, name, kernel_id, arg_names, schema, grid, block, min_shared, max_shared, device,
+        *, entry, context, function, name, kernel_id, arg_names, schema, grid, block, min_shared, max_shared, device,
         element_sizes, elements, typestrs, tensor_type, argument_error, argument_type_error, pointer_device, on_error,
         stream_handle = None, allowed_shared = None, allow_shared = None, precheck = None
     ))]
@@ -841,6 +845,7 @@ impl CheckedLaunch {
     fn new(
         py: Python<'_>,
         entry: usize,
+        context: (usize, usize, usize, usize),
         function: usize,
         name: String,
         kernel_id: String,
@@ -935,6 +940,7 @@ impl CheckedLaunch {
         let this = Self {
             // SAFETY: the caller passes the address of cuLaunchKernel (the constructor's contract).
             launch: unsafe { std::mem::transmute::<*const c_void, LaunchKernel>(entry as *const c_void) },
+            context: Context::new(context)?,
             function,
             count_message: format!(
                 "{name} takes {} arguments ({}), got ",
@@ -1114,6 +1120,7 @@ impl CheckedLaunch {
                     [gx, gy, gz, bx, by, bz, shared],
                     stream,
                     params.as_mut_ptr(),
+                    &self.context,
                     &self.on_error,
                 )
             }

@@ -12,14 +12,80 @@ mod fast;
 type LaunchKernel =
     unsafe extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void, *mut *mut c_void) -> i32;
 
+/// The driver's `cuCtxGetCurrent` and `cuCtxPopCurrent` (which write a CUcontext), and `cuCtxPushCurrent`.
+type ContextOut = unsafe extern "C" fn(*mut usize) -> i32;
+type ContextIn = unsafe extern "C" fn(usize) -> i32;
+
+/// The context a launch runs in: the device's primary context, with the driver calls that make it current.
+#[derive(Clone, Copy)]
+struct Context {
+    get: ContextOut,
+    push: ContextIn,
+    pop: ContextOut,
+    context: usize,
+}
+
+impl Context {
+    /// From (cuCtxGetCurrent, cuCtxPushCurrent, cuCtxPopCurrent, CUcontext), as rust_kernels.cuda gives them.
+    fn new(entries: (usize, usize, usize, usize)) -> PyResult<Self> {
+        let (get, push, pop, context) = entries;
+        if get == 0 || push == 0 || pop == 0 || context == 0 {
+            return Err(PyTypeError::new_err(
+                "context: needs non-null driver entries and context",
+            ));
+        }
+        // SAFETY: the callers pass the addresses ctypes resolved for these libcuda functions (the constructors'
+        // contract).
+        unsafe {
+            Ok(Self {
+                get: std::mem::transmute::<usize, ContextOut>(get),
+                push: std::mem::transmute::<usize, ContextIn>(push),
+                pop: std::mem::transmute::<usize, ContextOut>(pop),
+                context,
+            })
+        }
+    }
+
+    /// Runs `send` (a driver call returning a CUresult) in this context: as things are where it is current already
+    /// (one cuCtxGetCurrent), else pushed for the call and popped after, so the thread's current context (PyTorch's
+    /// current device, or none) is left as it was.
+    ///
+    /// # Safety
+    /// The entries are the driver's functions (Context::new's contract).
+    unsafe fn within(&self, send: impl FnOnce() -> i32) -> i32 {
+        let mut current = 0usize;
+        // SAFETY: the driver writes one CUcontext.
+        let code = unsafe { (self.get)(&mut current) };
+        if code != 0 {
+            return code;
+        }
+        if current == self.context {
+            return send();
+        }
+        // SAFETY: a retained primary context; popped below.
+        let code = unsafe { (self.push)(self.context) };
+        if code != 0 {
+            return code;
+        }
+        let sent = send();
+        let mut popped = 0usize;
+        // SAFETY: pops the context pushed above.
+        let code = unsafe { (self.pop)(&mut popped) };
+        if sent != 0 {
+            sent
+        } else {
+            code
+        }
+    }
+}
+
 /// Calls `launch` (cuLaunchKernel) for `function` with `dims` (grid x, y, z, block x, y, z, dynamic shared memory
-/// bytes) on `stream`. A nonzero CUresult goes to `on_error`, which raises the package's LaunchError, or returns True
-/// when it removed the cause (no context was current on this thread: it made the device's primary context current);
-/// the launch is then retried, once.
+/// bytes) on `stream`, in `context`. A nonzero CUresult goes to `on_error`, which raises the package's LaunchError.
 ///
 /// # Safety
-/// `launch` is cuLaunchKernel, `function` a CUfunction of the device's primary context, and `params` points at one
-/// live pointer per kernel parameter for the duration of the call (the driver copies the values).
+/// `launch` is cuLaunchKernel, `function` a CUfunction of `context`, and `params` points at one live pointer per
+/// kernel parameter for the duration of the call (the driver copies the values).
+#[allow(clippy::too_many_arguments)]
 unsafe fn enqueue(
     py: Python<'_>,
     launch: LaunchKernel,
@@ -27,30 +93,30 @@ unsafe fn enqueue(
     dims: [u32; 7],
     stream: usize,
     params: *mut *mut c_void,
+    context: &Context,
     on_error: &PyObject,
 ) -> PyResult<()> {
     let [gx, gy, gz, bx, by, bz, shared] = dims;
-    let send = || unsafe {
-        launch(
-            function,
-            gx,
-            gy,
-            gz,
-            bx,
-            by,
-            bz,
-            shared,
-            stream,
-            params,
-            std::ptr::null_mut(),
-        )
+    // SAFETY: the caller's contract.
+    let code = unsafe {
+        context.within(|| {
+            launch(
+                function,
+                gx,
+                gy,
+                gz,
+                bx,
+                by,
+                bz,
+                shared,
+                stream,
+                params,
+                std::ptr::null_mut(),
+            )
+        })
     };
-    let code = send();
-    if code != 0 && on_error.call1(py, (code,))?.is_truthy(py)? {
-        let code = send();
-        if code != 0 {
-            on_error.call1(py, (code,))?;
-        }
+    if code != 0 {
+        on_error.call1(py, (code,))?;
     }
     Ok(())
 }
@@ -60,6 +126,7 @@ unsafe fn enqueue(
 #[pyclass(frozen)]
 struct CudaLaunch {
     launch: LaunchKernel,
+    context: Context,
     function: usize,
     dims: [u32; 7],
     stream: usize,
@@ -72,12 +139,15 @@ struct CudaLaunch {
 
 #[pymethods]
 impl CudaLaunch {
-    /// `entry` is the address of the driver's cuLaunchKernel, `function` a CUfunction of the current context,
-    /// `dims` grid x, y, z, block x, y, z and the dynamic shared-memory bytes, and `params` the address of the
-    /// kernel's parameter array inside `keep`.
+    /// `entry` is the address of the driver's cuLaunchKernel, `context` (cuCtxGetCurrent, cuCtxPushCurrent,
+    /// cuCtxPopCurrent, the device's primary CUcontext) the addresses and context a launch runs in, `function` a
+    /// CUfunction of that context, `dims` grid x, y, z, block x, y, z and the dynamic shared-memory bytes, and
+    /// `params` the address of the kernel's parameter array inside `keep`.
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         entry: usize,
+        context: (usize, usize, usize, usize),
         function: usize,
         dims: [u32; 7],
         stream: usize,
@@ -94,6 +164,7 @@ impl CudaLaunch {
         let launch = unsafe { std::mem::transmute::<*const c_void, LaunchKernel>(entry as *const c_void) };
         Ok(Self {
             launch,
+            context: Context::new(context)?,
             function,
             dims,
             stream,
@@ -113,6 +184,7 @@ impl CudaLaunch {
                 self.dims,
                 self.stream,
                 self.params as _,
+                &self.context,
                 &self.on_error,
             )
         }
