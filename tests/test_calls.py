@@ -6,6 +6,7 @@ signature is checked and decided afresh."""
 
 import gc
 import itertools
+import sys
 import weakref
 
 import numpy as np
@@ -217,6 +218,14 @@ def test_remember_refuses_a_layout_that_does_not_fit_the_kernel(driver, layout, 
     with pytest.raises(ValueError, match=message):
         fast.remember(inputs(), SCALARS, CURRENT, checked_launch(SPLIT, driver), (3, 4, 1), like, layout, tail)
     assert len(fast) == 0
+
+
+def test_without_the_extension_no_call_has_a_fast_path(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rust_kernels._host", None)  # import fails, as where it is not built
+    fast = calls.fast_calls()
+    assert not isinstance(fast, _host.FastCalls)
+    assert fast(inputs(), SCALARS) is None and fast(inputs(), SCALARS, CURRENT) is None
+    assert not fast.remember(inputs(), SCALARS, CURRENT, None, (3, 4, 1), LIKE, LAYOUT, TAIL) and len(fast) == 0
 
 
 def test_ops_use_the_extensions_fast_calls_and_torch_once_imported():
