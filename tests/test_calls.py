@@ -14,6 +14,7 @@ import pytest
 
 from fake_driver import CONTEXT, FUNCTION, FakeDriver, checked_launch
 from rust_kernels import ArgumentError, arrays, calls, registry
+from rust_kernels import driver as kdriver
 from rust_kernels.families.batch_norm import backward, common, forward
 from rust_kernels.kernels import BatchNorm2dNchwBackwardSplit
 
@@ -280,8 +281,16 @@ def test_gpu_a_repeated_call_skips_the_checks_and_gives_the_same_results(monkeyp
     for got in (again_bwd, explicit_bwd, forced):
         assert all(torch.equal(a, b) for a, b in zip(got, first_bwd, strict=True))
     assert torch.equal(again_fwd, first_fwd) and torch.equal(explicit_fwd, first_fwd)
-    with pytest.raises(pytest.fail.Exception, match="checked a call whose signature it had decided"):
-        backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))  # another stream: decided afresh
+    from cuda.bindings import driver as cu
+
+    # a stream never used before (torch's are pooled, and other tests may have decided this signature on one)
+    other = int(kdriver.check(cu.cuStreamCreate(0), "cuStreamCreate"))
+    try:
+        with pytest.raises(pytest.fail.Exception, match="checked a call whose signature it had decided"):
+            backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), stream=other)  # decided afresh
+        kdriver.check(cu.cuStreamSynchronize(other), "cuStreamSynchronize")
+    finally:
+        cu.cuStreamDestroy(other)
 
 
 @pytest.mark.gpu

@@ -102,6 +102,15 @@ def _eager(tensors: tuple[Tensor, ...]) -> bool:
     )
 
 
+def _forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor, eps: float) -> Tensor:
+    """The forward op on plain eager tensors: its fast path, else the op as the operator runs it (arguments made
+    contiguous; CPU tensors in the emulator)."""
+    y = forward.fast_call(x, weight, bias, running_mean, running_var, eps)
+    if y is None:
+        y = library.call(forward.batch_norm_2d_nchw_forward_inference, x, weight, bias, running_mean, running_var, eps)
+    return y
+
+
 class _EagerBatchNorm2d(torch.autograd.Function):
     """batch_norm_2d's eager path: the forward and backward ops' kernels under a plain autograd.Function. The same
     kernels as the operators, without the dispatcher and torch.library's Python autograd, which cost a model step
@@ -110,10 +119,7 @@ class _EagerBatchNorm2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                 eps: float) -> Tensor:  # fmt: skip
-        y = forward.fast_call(x, weight, bias, running_mean, running_var, eps)
-        if y is None:  # not decided yet, or arguments to make contiguous first
-            y = library.call(forward.batch_norm_2d_nchw_forward_inference, x, weight, bias, running_mean, running_var,
-                             eps)  # fmt: skip
+        y = _forward(x, weight, bias, running_mean, running_var, eps)
         ctx.save_for_backward(x, weight, running_mean, running_var)
         ctx.eps = eps
         return y
@@ -150,6 +156,5 @@ def batch_norm_2d(
     if _eager(tensors):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
             return _EagerBatchNorm2d.apply(*tensors, eps)
-        y = forward.fast_call(*tensors, eps)
-        return library.call(forward.batch_norm_2d_nchw_forward_inference, *tensors, eps) if y is None else y
+        return _forward(*tensors, eps)
     return _ops.batch_norm_2d_forward(*tensors, False, 0.0, eps)[0]
