@@ -532,7 +532,7 @@ def test_main_with_models_without_torchvision_says_why(monkeypatch, capsys):
     monkeypatch.setattr(bench, "unavailable", lambda: None)
     monkeypatch.setitem(sys.modules, "torchvision", None)
     assert bench.main(["--models"]) == 2
-    assert "cannot run: torchvision is not installed" in capsys.readouterr().out
+    assert "cannot run: torchvision is not installed" in capsys.readouterr().err
 
 
 # --- on the GPU ------------------------------------------------------------------------------------------------------

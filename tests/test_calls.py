@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fake_driver import CONTEXT, FUNCTION, FakeDriver, checked_launch
-from rust_kernels import ArgumentError, arrays, calls, registry
+from rust_kernels import ArgumentError, arrays, calls, ops, registry
 from rust_kernels import driver as kdriver
 from rust_kernels.families.batch_norm import backward, common, forward
 from rust_kernels.kernels import BatchNorm2dNchwBackwardSplit
@@ -24,16 +24,25 @@ torch = pytest.importorskip("torch", reason="the fast path is for PyTorch tensor
 BACKWARD = registry.family("batch_norm_2d_nchw_backward")
 FORWARD = registry.family("batch_norm_2d_nchw_forward_inference")
 SPLIT = BatchNorm2dNchwBackwardSplit(block_hw=128, vectorized=0, deterministic=1, dtype="bf16")  # 10 pointers
-LAYOUT, LIKE = (0, 1, -1, 2, 3, 4, -2, -3), (1, 2, 2)  # the backward op's
+# The backward op's: its eight arrays (inputs by index, outputs as -1 - j), then tail values (None); outputs like x,
+# weight and weight.
+LAYOUT, LIKE = (0, 1, -1, 2, 3, 4, -2, -3, *(None,) * 7), ((1, None), (2, None), (2, None))
 CURRENT = 0xC0FFEE  # the fake library's current stream
 
 
 class Tensorish:
     """What the fast path reads of a tensor."""
 
-    def __init__(self, shape=(2, 3, 4, 5), dtype="bfloat16", device=0, contiguous=True, address=0x7F00_0000_0000):
+    def __init__(self, shape=(2, 3, 4, 5), dtype="bfloat16", device=0, contiguous=True, address=0x7F00_0000_0000,
+                 negated=False):  # fmt: skip
         self.shape, self.dtype, self._device = shape, dtype, device
-        self._contiguous, self._address = contiguous, address
+        self._contiguous, self._address, self._negated = contiguous, address, negated
+
+    def is_neg(self):
+        return self._negated
+
+    def new_empty(self, shape):
+        return Tensorish(shape, self.dtype, self._device, True, self._address + 0x10_0000)
 
     def get_device(self):
         return self._device
@@ -131,6 +140,8 @@ def test_a_remembered_call_launches_the_checked_launchs_bytes_with_fresh_outputs
         (inputs(a1={"device": 1}), SCALARS, None),
         (inputs(a1={"device": -1}), SCALARS, None),  # a CPU tensor
         (inputs(a1={"contiguous": False}), SCALARS, None),
+        (inputs(a1={"negated": True}), SCALARS, None),  # a lazily negated view holds other values
+        ((*inputs()[:4], None), SCALARS, None),  # an optional input left out
         (inputs(a1={"address": 0x7F00_0001_0004}), SCALARS, None),
         (inputs()[:4], SCALARS, None),
         (inputs(), (1e-6, None, True), None),
@@ -207,11 +218,11 @@ def test_the_calls_stay_bounded_and_keep_what_their_launches_use(driver):
 @pytest.mark.parametrize(
     ("layout", "like", "tail", "message"),
     [
-        (LAYOUT[:-1], LIKE, TAIL, "7 layout entries and 7 tail values for 15 parameters"),
-        ((*LAYOUT[:-1], 5), LIKE, TAIL, r"layout\[7\] = 5 is no array"),
-        ((*LAYOUT[:-1], -4), LIKE, TAIL, r"layout\[7\] = -4 is no array"),
-        (LAYOUT, (1, 2, 7), TAIL, "no input 7 to allocate like"),
-        ((*LAYOUT, 0, 1, 2), LIKE, TAIL[3:], "parameter 10 is not a pointer"),
+        (LAYOUT[:-1], LIKE, TAIL, r"14 layout entries \(6 of them tail\) and 7 tail values for 15 parameters"),
+        ((*LAYOUT[:7], 5, *LAYOUT[8:]), LIKE, TAIL, r"layout\[7\] = 5 is no array"),
+        ((*LAYOUT[:7], -4, *LAYOUT[8:]), LIKE, TAIL, r"layout\[7\] = -4 is no array"),
+        (LAYOUT, ((1, None), (2, None), (7, None)), TAIL, "no input 7 to allocate like"),
+        ((*LAYOUT[:10], 0, 1, 2, None, None), LIKE, (*TAIL[:2], *TAIL[5:]), "parameter 10 is not a pointer"),
     ],
 )
 def test_remember_refuses_a_layout_that_does_not_fit_the_kernel(driver, layout, like, tail, message):
@@ -229,15 +240,26 @@ def test_without_the_extension_no_call_has_a_fast_path(monkeypatch):
     assert not fast.remember(inputs(), SCALARS, CURRENT, None, (3, 4, 1), LIKE, LAYOUT, TAIL) and len(fast) == 0
 
 
+def test_an_output_of_another_shape_is_allocated_new_empty(driver):
+    library = Library()
+    fast = _host.FastCalls(8, library.resolve)
+    launch = checked_launch(SPLIT, driver)
+    like = ((1, None), (2, None), (2, (0,)))  # the third output: an empty array of the parameters' dtype
+    assert fast.remember(inputs(), SCALARS, CURRENT, launch, (3, 4, 1), like, LAYOUT, TAIL)
+    dx, dweight, empty = fast(inputs(), SCALARS)
+    assert (dx.shape, dweight.shape, empty.shape, empty.dtype) == ((2, 3, 4, 5), (3,), (0,), "float32")
+
+
 def test_ops_use_the_extensions_fast_calls_and_torch_once_imported():
-    assert isinstance(backward._fast, _host.FastCalls) and isinstance(forward._fast, _host.FastCalls)
+    assert isinstance(backward.NCHW._fast, _host.FastCalls) and isinstance(forward.NCHW._fast, _host.FastCalls)
+    assert backward.NCHW._fast is not backward.NATIVE._fast  # one decision cache per op
     plain, empty_like, current_stream = calls.torch_library()
     assert plain == (torch.Tensor, torch.nn.Parameter) and empty_like is torch.empty_like
     assert current_stream is torch._C._cuda_getCurrentRawStream
     cpu = (torch.zeros(2, 3, 4, 5), *(torch.zeros(3) for _ in range(4)))
-    assert backward._fast(cpu, SCALARS) is None  # CPU tensors run the host emulator: checked every time
+    assert backward.NCHW._fast(cpu, SCALARS) is None  # CPU tensors run the host emulator: checked every time
     meta = tuple(t.to("meta") for t in cpu)
-    assert backward._fast(meta, SCALARS) is None
+    assert backward.NCHW._fast(meta, SCALARS) is None
 
 
 # --- GPU ------------------------------------------------------------------------------------------------------------
@@ -267,16 +289,15 @@ def test_gpu_a_repeated_call_skips_the_checks_and_gives_the_same_results(monkeyp
     stream = torch.cuda.Stream()  # a signature is per stream: decided on this one, then replayed on it
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        first_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
-        first_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
-        streamed = (t["dy"], t["x"], first_bwd[0])
-        plan = backward.own_plan(shape, common.split_key(key)[0], streamed, "cuda", 0, mixed=key in common.MIXED)
-        forced = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), plan=plan)  # checked
+        first_bwd = ops.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
+        first_fwd = ops.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
+        plan = BACKWARD.choose(t, "cuda")
+        forced = ops.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), plan=plan)  # checked
         refuse_checks(monkeypatch)
-        again_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))  # on the current stream
-        again_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
-    explicit_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), stream=stream)
-    explicit_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES), stream=stream)
+        again_bwd = ops.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))  # on the current stream
+        again_fwd = ops.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
+    explicit_bwd = ops.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), stream=stream)
+    explicit_fwd = ops.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES), stream=stream)
     stream.synchronize()
     for got in (again_bwd, explicit_bwd, forced):
         assert all(torch.equal(a, b) for a, b in zip(got, first_bwd, strict=True))
@@ -287,7 +308,7 @@ def test_gpu_a_repeated_call_skips_the_checks_and_gives_the_same_results(monkeyp
     other = int(kdriver.check(cu.cuStreamCreate(0), "cuStreamCreate"))
     try:
         with pytest.raises(pytest.fail.Exception, match="checked a call whose signature it had decided"):
-            backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), stream=other)  # decided afresh
+            ops.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES), stream=other)  # decided afresh
         kdriver.check(cu.cuStreamSynchronize(other), "cuStreamSynchronize")
     finally:
         cu.cuStreamDestroy(other)
@@ -298,21 +319,21 @@ def test_gpu_a_changed_signature_is_checked_again():
     shape = (4, 8, 16, 16)
     t = cuda_inputs(BACKWARD, shape, "f32")
     args = [t[n] for n in BACKWARD_NAMES]
-    want = backward.batch_norm_2d_nchw_backward(*args)
-    decided = len(backward._fast)
+    want = ops.batch_norm_2d_nchw_backward(*args)
+    decided = len(backward.NCHW._fast)
     # another dtype for one argument: refused, as on the first call
     with pytest.raises(ArgumentError, match="weight: expected dtype f32 with x in f32, got f64"):
-        backward.batch_norm_2d_nchw_backward(args[0], args[1], args[2].double(), *args[3:])
+        ops.batch_norm_2d_nchw_backward(args[0], args[1], args[2].double(), *args[3:])
     # a non-contiguous x of the same shape and dtype: refused
     x_t = args[1].transpose(2, 3).contiguous().transpose(2, 3)
     with pytest.raises(ArgumentError, match="expected a contiguous tensor"):
-        backward.batch_norm_2d_nchw_backward(args[0], x_t, *args[2:])
+        ops.batch_norm_2d_nchw_backward(args[0], x_t, *args[2:])
     # x and dy 4 bytes past a 16-byte boundary: another plan (no 16-byte packs), the same results
     dy_off, x_off = (torch.empty(a.numel() + 1, device="cuda")[1:].view(shape).copy_(a) for a in args[:2])
-    got = backward.batch_norm_2d_nchw_backward(dy_off, x_off, *args[2:])
+    got = ops.batch_norm_2d_nchw_backward(dy_off, x_off, *args[2:])
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # another summation order
-    assert len(backward._fast) == decided + 1  # the misaligned signature, decided once; the refused ones not
-    assert torch.equal(backward.batch_norm_2d_nchw_backward(dy_off, x_off, *args[2:])[0], got[0])
+    assert len(backward.NCHW._fast) == decided + 1  # the misaligned signature, decided once; the refused ones not
+    assert torch.equal(ops.batch_norm_2d_nchw_backward(dy_off, x_off, *args[2:])[0], got[0])
 
 
 @pytest.mark.gpu
@@ -322,16 +343,16 @@ def test_gpu_ops_launch_from_a_thread_without_a_current_context():
 
     t = cuda_inputs(BACKWARD, (2, 8, 12, 12), "f16")
     args = [t[n] for n in BACKWARD_NAMES]
-    want = backward.batch_norm_2d_nchw_backward(*args, block_hw=512)  # a kernel first loaded here, on this thread
+    want = ops.batch_norm_2d_nchw_backward(*args, block_hw=512)  # a kernel first loaded here, on this thread
     results = []
 
     def run():
         from cuda.bindings import driver as cu
 
         cu.cuCtxSetCurrent(None)  # as a fresh thread has it
-        results.append(backward.batch_norm_2d_nchw_backward(*args))  # checked path, loads another kernel
+        results.append(ops.batch_norm_2d_nchw_backward(*args))  # checked path, loads another kernel
         cu.cuCtxSetCurrent(None)
-        results.append(backward.batch_norm_2d_nchw_backward(*args))  # the fast path
+        results.append(ops.batch_norm_2d_nchw_backward(*args))  # the fast path
         torch.cuda.synchronize()
 
     thread = threading.Thread(target=run)
@@ -362,12 +383,12 @@ def test_gpu_ops_on_another_device_run_there_and_leave_the_current_device_alone(
     shape = (4, 8, 16, 16)
     t = cuda_inputs(FORWARD, shape, "f32") | cuda_inputs(BACKWARD, shape, "f32")
     on1 = {n: a.to("cuda:1") for n, a in t.items()}
-    want_bwd = backward.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
-    want_fwd = forward.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
+    want_bwd = ops.batch_norm_2d_nchw_backward(*(t[n] for n in BACKWARD_NAMES))
+    want_fwd = ops.batch_norm_2d_nchw_forward_inference(*(t[n] for n in FORWARD_NAMES))
     for _ in range(2):  # checked (loads the kernels for device 1), then the fast path
         cu.cuCtxSetCurrent(driver.context(0))  # as PyTorch's runtime has it with device 0 current
-        got_bwd = backward.batch_norm_2d_nchw_backward(*(on1[n] for n in BACKWARD_NAMES))
-        got_fwd = forward.batch_norm_2d_nchw_forward_inference(*(on1[n] for n in FORWARD_NAMES))
+        got_bwd = ops.batch_norm_2d_nchw_backward(*(on1[n] for n in BACKWARD_NAMES))
+        got_fwd = ops.batch_norm_2d_nchw_forward_inference(*(on1[n] for n in FORWARD_NAMES))
         assert current() == device0 and torch.cuda.current_device() == 0
         assert all(g.device == torch.device("cuda:1") for g in (*got_bwd, got_fwd))
         torch.cuda.synchronize(1)

@@ -1,14 +1,20 @@
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
 from rust_kernels import ArgumentError
 from rust_kernels.families.batch_norm import backward as plans
+from rust_kernels.kernels import BatchNorm2dNchwBackwardWarp
 
 H200_SMS = 132
 
 
 def choice(shape, dtype="f32", alignment=16):
-    p = plans.choose(shape, dtype, alignment, H200_SMS)
-    return p.kind, p.kernel.block_hw, p.kernel.vectorized, p.ctas if p.kind == "warp" else p.split
+    p = plans.plan(shape, dtype, dtype, alignment, H200_SMS)
+    if isinstance(p.kernel, BatchNorm2dNchwBackwardWarp):
+        return "warp", p.kernel.block_hw, p.kernel.vectorized, p.value("CTAS")
+    return "split", p.kernel.block_hw, p.kernel.vectorized, p.value("SPLIT")
 
 
 @pytest.mark.parametrize(
@@ -35,10 +41,17 @@ def test_pack_width_follows_the_pointers_alignment():
 
 
 def test_deterministic_mode_and_block_override():
-    p = plans.choose((32, 64, 112, 112), "f32", 16, H200_SMS, deterministic=False, block_hw=128)
+    p = plans.plan((32, 64, 112, 112), "f32", "f32", 16, H200_SMS, deterministic=False, block_hw=128)
     assert (p.kernel.deterministic, p.kernel.block_hw) == (0, 128)
 
 
+def array(shape, dtype="float32"):
+    """What the op's problem description reads of an array: its shape and dtype (no memory behind it)."""
+    return SimpleNamespace(shape=shape, dtype=np.dtype(dtype))
+
+
 def test_per_channel_indexing_limit():
+    x, per_channel = array((2**16, 1, 2**8, 2**8)), array((1,))
+    named = {"dy": x, "x": x, "weight": per_channel, "running_mean": per_channel, "running_var": per_channel}
     with pytest.raises(ArgumentError, match=r"B \* H \* W = 4294967296 exceeds"):
-        plans.choose((2**16, 1, 2**8, 2**8), "f32", 16, H200_SMS)
+        plans.DESCRIBE(named, {"eps": 1e-5, "deterministic": True}, "cuda")

@@ -37,9 +37,9 @@ def test_the_cases_reach_the_branches_of_the_batch_norm_kernels():
     """Split > 1 in both combination modes, the warp kernel on one CTA and on many, H*W not a multiple of the CTA
     and rows of packs."""
     plans = [(plan, shape) for _, plan, shape in sanitize.cases("memcheck")]
-    split = {(p.kernel.deterministic, p.split > 1) for p, _ in plans if p.kernel.name.endswith("_split")}
+    split = {(p.kernel.deterministic, p.value("SPLIT") > 1) for p, _ in plans if p.kernel.name.endswith("_split")}
     assert split == {(0, False), (0, True), (1, False), (1, True)}
-    assert {p.ctas > 1 for p, _ in plans if p.kernel.name.endswith("_warp")} == {False, True}
+    assert {p.value("CTAS") > 1 for p, _ in plans if p.kernel.name.endswith("_warp")} == {False, True}
     assert all(any(s[2] * s[3] % p.kernel.block_dim[0] for p, s in plans if p.kernel.name == name)
                for name in {p.kernel.name for p, _ in plans})  # fmt: skip
     assert {p.kernel.vectorized for p, s in plans if p.kernel.name.endswith("_split") and s[2] * s[3] > 1024} == {
@@ -50,8 +50,11 @@ def test_the_cases_reach_the_branches_of_the_batch_norm_kernels():
 def test_racecheck_and_synccheck_keep_to_one_dtype_per_accumulation_type():
     """f32 and f64, plus bf16 activations for the mixed-precision variants (which hold no other storage type)."""
     for tool in ("racecheck", "synccheck"):
-        dtypes = {(plan.kernel.name.endswith("_mixed"), plan.kernel.dtype) for _, plan, _ in sanitize.cases(tool)}
-        assert dtypes == {(False, "f32"), (False, "f64"), (True, "bf16")}
+        dtypes = {plan.kernel.dtype_key for _, plan, _ in sanitize.cases(tool)}
+        assert dtypes == {"f32", "f64", "bf16-f32"}
+    assert sanitize.tool_dtypes("initcheck", ("f32", "f64", "bf16", "f16", "bf16-f32", "f16-f32")) == [
+        "f32", "f64", "bf16", "bf16-f32"
+    ]  # fmt: skip
     assert len(sanitize.cases("racecheck")) < len(sanitize.cases("memcheck")) / 2
 
 

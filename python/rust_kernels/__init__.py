@@ -24,6 +24,7 @@ from rust_kernels.errors import (
 from rust_kernels.launch import load
 from rust_kernels.program import ObjectCode, Program, compile
 from rust_kernels.registry import Family, register
+from rust_kernels.runtime import Op
 from rust_kernels.version import __version__
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Family",
     "LaunchError",
     "ObjectCode",
+    "Op",
     "Program",
     "RustKernelsError",
     "SpecError",

@@ -34,7 +34,12 @@ def _schema(kernel: Kernel) -> tuple[tuple[bool, str, str, bool], ...]:
     """Per argument: is it a pointer, its element (pointers) or scalar type, how errors name it, and whether the
     kernel writes through it. Derived once per kernel from the spec, so a launch only compares."""
     return tuple(
-        (arg.is_pointer, arg.element(kernel.dtype), f"{kernel.name}: argument {i} ({name}: {rust_type})", arg.output)
+        (
+            arg.is_pointer,
+            arg.element(kernel.dtype, kernel.param_dtype),
+            f"{kernel.name}: argument {i} ({name}: {rust_type})",
+            arg.output,
+        )
         for i, (arg, (name, rust_type)) in enumerate(zip(kernel.spec.args, kernel.args, strict=True))
     )
 

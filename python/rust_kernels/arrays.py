@@ -32,6 +32,30 @@ def device_of(a: Any) -> int:
     raise ArgumentTypeError(f"expected a PyTorch or CuPy CUDA array, got {type(a).__name__}")
 
 
+def device_name(a: Any) -> str:
+    """Where an array lives, as PyTorch names devices: "cpu" (NumPy), "cuda:N", "meta", ..."""
+    if isinstance(a, np.ndarray):
+        return "cpu"
+    if is_torch(a):
+        return str(a.device)
+    device = getattr(a, "device", None)
+    return f"cuda:{device.id}" if hasattr(device, "id") else type(a).__name__
+
+
+def empty_like(like: Any) -> Any:
+    """An uninitialised array of `like`'s library, shape, dtype and device (for PyTorch also its memory format)."""
+    if isinstance(like, np.ndarray):
+        return np.empty(like.shape, like.dtype)
+    if is_torch(like):
+        import torch
+
+        return torch.empty_like(like)
+    import cupy
+
+    with cupy.cuda.Device(device_of(like)):
+        return cupy.empty(like.shape, like.dtype)
+
+
 def empty(like: Any, shape: tuple[int, ...]) -> Any:
     """An uninitialised array of `like`'s library, dtype and device."""
     if isinstance(like, np.ndarray):

@@ -27,6 +27,8 @@ Shape = tuple[int, ...]
 class Result:
     family: str
     label: str  # the plan
+    kernel: str  # its kernel's name and dtype key, for the report
+    dtype: str
     shape: Shape
     max_abs: float  # largest |kernel - reference| over the outputs
     max_rel: float  # largest max|err| / max|reference| over the outputs
@@ -51,8 +53,7 @@ def compare(family: Family, plan: Plan, shape: Shape, inputs: dict[str, np.ndarr
     worst, tol_at, max_abs, max_rel = 0.0, 0.0, 0.0, 0.0
     for out, want, tol in zip(outs, ref, family.tolerances(plan, shape, inputs, ref), strict=True):
         if out.shape != want.shape:
-            return Result(family.name, plan.label, shape, math.inf, math.inf, math.inf, 0.0,
-                          f"output shape {out.shape}, expected {want.shape}")  # fmt: skip
+            return failed(family, plan, shape, f"output shape {out.shape}, expected {want.shape}")
         if out.size == 0:
             continue
         err = np.abs(out - want)
@@ -63,7 +64,13 @@ def compare(family: Family, plan: Plan, shape: Shape, inputs: dict[str, np.ndarr
             worst, tol_at = float(ratio.flat[at]), float(np.broadcast_to(tol, ratio.shape).flat[at])
         max_abs = max(max_abs, float(err.max()))
         max_rel = max(max_rel, float(err.max() / max(np.abs(want).max(), np.finfo(np.float64).tiny)))
-    return Result(family.name, plan.label, shape, max_abs, max_rel, worst, tol_at)
+    return Result(family.name, plan.label, plan.kernel.name, plan.kernel.dtype_key, shape, max_abs, max_rel, worst,
+                  tol_at)  # fmt: skip
+
+
+def failed(family: Family, plan: Plan, shape: Shape, error: str) -> Result:
+    return Result(family.name, plan.label, plan.kernel.name, plan.kernel.dtype_key, shape, math.inf, math.inf,
+                  math.inf, 0.0, error)  # fmt: skip
 
 
 def check_one(family: Family, plan: Plan, shape: Shape, backend: str, seed: int = 0) -> Result:
@@ -88,18 +95,20 @@ def attempt(
     try:
         got = family.run(plan if forced else None, data, backend)
     except RustKernelsError as err:
-        return Result(family.name, plan.label, shape, math.inf, math.inf, math.inf, 0.0, str(err))
+        return failed(family, plan, shape, str(err))
     return compare(family, plan, shape, inputs, got)
 
 
 ALIGNMENT = 64  # bytes: the base of every buffer `placed` makes (device allocators align to 256 or more)
 
 
-def placed(a: np.ndarray, backend: str, offset: int = 0, channels_last: bool = False) -> Any:
+def placed(a: np.ndarray, backend: str, offset: int = 0, order: tuple[int, ...] | None = None) -> Any:
     """A copy of `a` for `backend` (NumPy for the host, else a device array) that starts `offset` elements past an
-    ALIGNMENT-aligned address inside a bigger buffer, so offset * itemsize decides the pointer's alignment.
-    `channels_last` stores a 4-D array as NHWC behind its NCHW shape: a view that is not C-contiguous."""
-    stored = np.moveaxis(a, 1, -1) if channels_last and a.ndim == 4 else a
+    ALIGNMENT-aligned address inside a bigger buffer, so offset * itemsize decides the pointer's alignment. An
+    `order` (a registry.Layout's) stores an array of that rank with its dimensions in that order in memory, behind
+    its own shape: a view that is not C-contiguous unless the order is the identity."""
+    permuted = order is not None and a.ndim == len(order) and tuple(order) != tuple(range(a.ndim))
+    stored = np.transpose(a, order) if permuted else a
     flat = np.ravel(stored)
     host = backend == "host"
     buffer = np.zeros(flat.size + offset + (ALIGNMENT // a.itemsize if host else 0), a.dtype)
@@ -107,9 +116,10 @@ def placed(a: np.ndarray, backend: str, offset: int = 0, channels_last: bool = F
     buffer[start : start + flat.size] = flat
     device = buffer if host else arrays.to_device(buffer)
     view = device[start : start + flat.size].reshape(stored.shape)
-    if stored is a:
+    if not permuted:
         return view
-    return view.permute(0, 3, 1, 2) if arrays.is_torch(view) else view.transpose(0, 3, 1, 2)
+    back = tuple(int(i) for i in np.argsort(order))
+    return view.permute(*back) if arrays.is_torch(view) else view.transpose(back)
 
 
 def cases(backend: str, selected: list[Family] | None = None) -> list[tuple[Family, Plan, Shape]]:
@@ -147,8 +157,7 @@ def report(results: list[Result], out: TextIO = sys.stdout) -> None:
           file=out)  # fmt: skip
     groups: dict[tuple[str, str], list[Result]] = {}
     for r in results:
-        kernel, dtype = r.label.split("__")[:2]
-        groups.setdefault((r.family, f"{kernel} {dtype}"), []).append(r)
+        groups.setdefault((r.family, f"{r.kernel} {r.dtype}"), []).append(r)
     for (family, label), rows in groups.items():
         worst = max(r.worst for r in rows)
         rel = max(r.max_rel for r in rows)

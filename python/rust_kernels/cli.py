@@ -1,20 +1,24 @@
-"""`python -m rust_kernels <command>`:
-run       the main job: build every catalogue kernel, validate its PTX with ptxas, cross-check every family on the
-          GPU if there is one, else in the host emulator, and say what could not be done
-build     build catalogue kernels to PTX (+ cubin) for one or more archs, or for the host emulator, into the cache
-          (--export DIR copies them to a cache directory to carry; --prebuilt into the package, for a wheel)
-check     cross-check every family against its reference (--backend cuda|host, --family NAME)
-bench     time the ops against PyTorch, torch.compile and the memory bound, and launch overheads, on the GPU
-          (python -m rust_kernels bench --help)
-sanitize  run every catalogue kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)
-          (python -m rust_kernels sanitize --help)
-fuzz      random cases (shapes, dtypes, eps, alignments, layouts, plans) against the references
-          (python -m rust_kernels fuzz --help)
+"""The command line, `python -m rust_kernels <command>`: every command below (`<command> --help` for its options).
+
+run       Build every catalogue kernel, validate its PTX with ptxas, and cross-check every family on the GPU, or in
+          the host emulator where there is none, saying what could not be done.
+build     Build catalogue kernels to PTX (+ cubin) for one or more archs, or for the host emulator, into the cache;
+          --export DIR also copies them to a cache directory to carry, --prebuilt into the package for a wheel.
+check     Cross-check every family's plans against its float64 reference, on the GPU or (--backend host) in the host
+          emulator.
+bench     Time the ops against PyTorch, torch.compile and the memory bound, their host cost and launch overheads, on
+          the GPU.
+sanitize  Run every family's plans under compute-sanitizer's memcheck, racecheck, synccheck and initcheck, on the GPU.
+fuzz      Run random cases (shapes, dtypes, eps, alignments, layouts, plans) against the references, on the GPU or in
+          the host emulator.
+
+A usage or environment problem is one line, `error: ...` on stderr, and exit status 2; 1 means checks failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -68,7 +72,7 @@ def _check(backend: str, family: list[str] | None = None) -> int:
     results = check.run(backend, selected)
     if not results:
         print("error: no check ran (no family has cases for this backend)", file=sys.stderr)
-        return 1
+        return 2
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -101,23 +105,34 @@ def _arch(value: str) -> str:
     return value
 
 
+def _commands() -> dict[str, str]:
+    """Each command's description, read from the module docstring's table so that --help and it cannot differ."""
+    table = __doc__.split("\n\n")[1]
+    return {name: " ".join(text.split()) for name, text in re.findall(r"^(\w+) +(.+(?:\n +.+)*)", table, re.M)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rust_kernels", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="build, validate and cross-check everything")
+    summary, *_, epilog = __doc__.split("\n\n")
+    parser = argparse.ArgumentParser(prog="python -m rust_kernels", description=summary, epilog=epilog)
+    commands = parser.add_subparsers(dest="command", required=True, title="commands", metavar="<command>")
+    table = _commands()
+
+    def command(name: str, **options: bool) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=table[name], description=table[name], **options)
+
+    run = command("run")
     run.add_argument("--arch", type=_arch, help="target GPU architecture (default: $RUST_KERNELS_ARCH or sm_90)")
-    build = commands.add_parser("build", help="build catalogue kernels into the cache")
+    build = command("build")
     build.add_argument(
         "--arch", type=_arch, nargs="+", help="GPU archs (sm_80 sm_90 sm_100 ...) or host; default sm_90"
     )
     build.add_argument("--export", type=Path, help="also copy the entries into this directory, a cache to carry")
     build.add_argument("--prebuilt", action="store_true", help="also copy them into the package (for a wheel)")
-    commands.add_parser("bench", add_help=False)  # its own options: rust_kernels.bench parses them
-    commands.add_parser("sanitize", add_help=False)  # likewise rust_kernels.sanitize
-    commands.add_parser("fuzz", add_help=False)  # and rust_kernels.fuzz
-    check = commands.add_parser("check", help="cross-check against the references")
-    check.add_argument("--backend", choices=("cuda", "host"), default="cuda")
+    check = command("check")
+    check.add_argument("--backend", choices=("cuda", "host"), default="cuda", help="the GPU (default) or the emulator")
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
+    for name in ("bench", "sanitize", "fuzz"):  # their own modules parse their options (and --help)
+        command(name, add_help=False)
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv[:1] == ["bench"]:
@@ -142,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
             export = resources.prebuilt() if options.prebuilt else options.export
             _build_all(options.arch or [default_arch()], export)
             return 0
+        if options.backend == "cuda":
+            from rust_kernels.driver import gpu_available
+
+            usable, why = gpu_available()
+            if not usable:
+                print(f"error: no GPU to check on ({why}); use --backend host for the CPU emulator", file=sys.stderr)
+                return 2
         return _check(options.backend, options.family)
     except RustKernelsError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -33,9 +33,9 @@ def _render(template: str, directory: Path | None = None, **context: object) -> 
     return environment(directory).get_template(template).render(version=__version__, **context).strip() + "\n"
 
 
-def _params(spec: KernelSpec, dtype: str | None) -> str:
-    """Rust parameter text, `name: type` joined by ", "; generic in D when dtype is None."""
-    return ", ".join(f"{a.name}: {a.generic if dtype is None else a.concrete(dtype)}" for a in spec.args)
+def _params(spec: KernelSpec, dtype: str | None, param: str | None = None) -> str:
+    """Rust parameter text, `name: type` joined by ", "; generic in D (and P) when dtype is None."""
+    return ", ".join(f"{a.name}: {a.generic if dtype is None else a.concrete(dtype, param)}" for a in spec.args)
 
 
 @cache
@@ -44,14 +44,15 @@ def kernel_source(spec: KernelSpec) -> str:
     return _render("kernel.rs.j2", spec.directory, spec=spec, params_generic=_params(spec, None))
 
 
-def entry_point_source(spec: KernelSpec, dtype: str, const_values: tuple[int, ...]) -> str:
+def entry_point_source(spec: KernelSpec, dtype: str, param: str, const_values: tuple[int, ...]) -> str:
     """The `#[kernel] #[no_mangle] extern "C"` wrapper of one instance."""
     return _render(
         "entry_point.rs.j2",
         spec=spec,
         entry_point=f"{spec.name}_entry_point",
-        params_concrete=_params(spec, dtype),
+        params_concrete=_params(spec, dtype, param),
         dtype={"rust": dtype},
+        param={"rust": param} if spec.has_param else None,
         const_values=[str(v) for v in const_values],
         arg_names=[a.name for a in spec.args],
     )

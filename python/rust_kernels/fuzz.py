@@ -1,16 +1,17 @@
 """`python -m rust_kernels fuzz --cases N --seed S --backend cuda|host`: random cases for every registered family,
 each run through the op and compared with the family's float64 reference and tolerances, as `check` does.
 
-A case draws a family, a shape (zero-size dimensions, H*W = 1, primes, large ones on the GPU), a dtype, eps, the
-inputs' placement (an element offset inside a bigger buffer, which misaligns the pointers, and now and then a
-channels-last view) and a plan: the op's own choice, or one of the family's plans forced on it. The inputs are the
-family's, from a per-case seed. What a case must do:
-- channels-last (non-C-contiguous) inputs are refused with an ArgumentError, never read as if they were NCHW;
+A case draws a family, a shape from the family's space (its rank, its dimension pools; zero-size dimensions now and
+then), a dtype key, the op scalars the space varies (eps, ...), the inputs' placement (an element offset inside a
+bigger buffer, which misaligns the pointers) and layout (one of the family's layouts now and then) and a plan: the
+op's own choice, or one of the family's plans forced on it. The inputs are the family's, from a per-case seed. What
+a case must do:
+- inputs in a layout the family does not accept are refused with an ArgumentError, never read as another layout;
 - a forced plan may be refused on misaligned inputs, and only by one of its kernel's launch preconditions (a
   vectorized kernel needs aligned pointers), never produce garbage;
 - everything else, the op's own choice always included, matches the reference within the tolerances.
 
-tests/test_properties.py draws from the same distribution (SPACES, `draw`) with hypothesis, on the host emulator.
+tests/test_properties.py draws from the same distribution (`draw`) with hypothesis, on the host emulator.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from rust_kernels import arrays, check, registry
+from rust_kernels import check, registry
 from rust_kernels.dtypes import DTYPES, activations
 from rust_kernels.errors import RustKernelsError
 from rust_kernels.launch import BACKENDS
 from rust_kernels.progress import Progress
-from rust_kernels.registry import Family, Plan
+from rust_kernels.registry import Family, Layout, Plan
 
 Shape = tuple[int, ...]
 # pick(low, high): an integer in [low, high]. NumPy's generator or hypothesis draws it; hypothesis shrinks toward
@@ -38,41 +39,8 @@ Shape = tuple[int, ...]
 Pick = Callable[[int, int], int]
 
 PRECONDITION = "(requires "  # how a refusal by a kernel's launch precondition ends (args.check_requirements)
-
-
-@dataclass(frozen=True)
-class Space:
-    """Where a backend's cases come from. A case holds at most 2**k elements, k drawn in [0, max_log2_elements];
-    its dimensions are drawn last to first from their pools, among the values that still fit."""
-
-    dims: tuple[tuple[int, ...], ...]  # one pool per dimension (B, C, H, W), without 0: see ZERO_ONE_IN
-    max_log2_elements: int
-    eps: tuple[float, ...]
-    offsets: tuple[int, ...]  # elements between an aligned address and the inputs (0: aligned)
-
-
-# The host emulator runs every thread of a CTA as an OS thread (about 0.1 ms each): few channels and rows there.
-SPACES = {
-    "host": Space(
-        dims=((1, 2, 3), (1, 2, 3, 5), (1, 2, 3, 4, 7, 13, 16), (1, 2, 3, 5, 8, 17, 31, 64, 1031)),
-        max_log2_elements=12,
-        eps=(1e-5, 0.0, 1e-3, 0.1, 1.0, 1e3),
-        offsets=(0, 0, 0, 0, 0, 1, 2, 3, 4, 8),
-    ),
-    "cuda": Space(
-        dims=(
-            (1, 2, 3, 4, 5, 8, 16, 32, 64),
-            (1, 2, 3, 4, 7, 16, 33, 61, 130, 256, 1031, 2053),
-            (1, 2, 3, 5, 7, 13, 14, 28, 31, 56, 112),
-            (1, 2, 3, 4, 5, 7, 8, 14, 17, 28, 56, 64, 112, 1031, 4099),
-        ),
-        max_log2_elements=22,
-        eps=(1e-5, 0.0, 1e-12, 1e-3, 0.1, 1.0, 1e3),
-        offsets=(0, 0, 0, 0, 0, 1, 2, 3, 4, 8),
-    ),
-}
 ZERO_ONE_IN = 16  # one case in this many has a zero-size dimension
-CHANNELS_LAST_ONE_IN = 16  # and one in this many channels-last inputs
+OTHER_LAYOUT_ONE_IN = 16  # and one in this many inputs in another of the family's layouts
 OWN_CHOICE_ONE_IN = 3  # one case in this many runs the op's own choice, the others a plan of the family's
 
 
@@ -82,22 +50,22 @@ class Case:
     shape: Shape
     dtype: str
     plan: Plan | None  # None: the op's own choice
-    eps: float | None  # None: the family's own (a family without an eps)
+    scalars: tuple[tuple[str, Any], ...]  # the op scalars drawn (the family's own for the rest)
     offset: int
-    channels_last: bool
+    layout: Layout
     seed: int  # of the family's inputs
 
     def __str__(self) -> str:
         plan = "the op's own choice" if self.plan is None else self.plan.label
-        eps = "" if self.eps is None else f" eps={self.eps:g}"
-        layout = " channels-last" if self.channels_last else ""
-        return (f"{self.family.name} {self.shape} {self.dtype} {plan}{eps} offset={self.offset}{layout} "
+        scalars = "".join(f" {name}={value:g}" for name, value in self.scalars)
+        layout = "" if self.layout is self.family.layouts[0] else f" {self.layout.name}"
+        return (f"{self.family.name} {self.shape} {self.dtype} {plan}{scalars} offset={self.offset}{layout} "
                 f"seed={self.seed}")  # fmt: skip
 
 
 def draw(family: Family, backend: str, pick: Pick) -> Case:
     """One random case of `family` for `backend`."""
-    space = SPACES[backend]
+    space = family.spaces[backend]
     budget = 2 ** pick(0, space.max_log2_elements)
     dims: list[int] = []
     for pool in reversed(space.dims):
@@ -109,14 +77,16 @@ def draw(family: Family, backend: str, pick: Pick) -> Case:
         dims[zero] = 0
     shape = tuple(dims)
     dtype = family.dtypes[pick(0, len(family.dtypes) - 1)]
-    eps = space.eps[pick(0, len(space.eps) - 1)] if getattr(family, "eps", None) is not None else None
+    scalars = tuple((name, values[pick(0, len(values) - 1)]) for name, values in space.scalars.items())
     offset = space.offsets[pick(0, len(space.offsets) - 1)]
-    channels_last = pick(0, CHANNELS_LAST_ONE_IN - 1) == CHANNELS_LAST_ONE_IN - 1
+    layout = family.layouts[0]
+    if len(family.layouts) > 1 and pick(0, OTHER_LAYOUT_ONE_IN - 1) == OTHER_LAYOUT_ONE_IN - 1:
+        layout = family.layouts[1 + pick(0, len(family.layouts) - 2)]
     plan = None
     if pick(0, OWN_CHOICE_ONE_IN - 1) != 0:
         plans = family.plans(backend, shape, dtype)
         plan = plans[pick(0, len(plans) - 1)]
-    return Case(family, shape, dtype, plan, eps, offset, channels_last, pick(0, 2**31 - 1))
+    return Case(family, shape, dtype, plan, scalars, offset, layout, pick(0, 2**31 - 1))
 
 
 def draws(families: list[Family], backend: str, seed: int) -> Iterator[Case]:
@@ -130,29 +100,26 @@ def draws(families: list[Family], backend: str, seed: int) -> Iterator[Case]:
         yield draw(families[pick(0, len(families) - 1)], backend, pick)
 
 
-def _with_eps(family: Family, eps: float | None) -> Family:
-    """The family with another eps for its run, reference and tolerances alike."""
-    if eps is None:
+def with_scalars(family: Family, scalars: tuple[tuple[str, Any], ...]) -> Family:
+    """The family with other scalars for its run, reference and tolerances alike."""
+    if not scalars:
         return family
     variant = copy.copy(family)
-    variant.eps = eps  # type: ignore[attr-defined]
+    variant.scalars = family.scalars | dict(scalars)
     return variant
-
-
-def _contiguous(a: Any) -> bool:
-    return bool(a.is_contiguous()) if arrays.is_torch(a) else bool(a.flags.c_contiguous)
 
 
 def run_case(case: Case, backend: str) -> tuple[check.Result, str]:
     """Runs one case; returns its result and why it failed ("" if it did what it must)."""
-    family = _with_eps(case.family, case.eps)
+    family = with_scalars(case.family, case.scalars)
     inputs = family.inputs(case.shape, case.dtype, case.seed)
-    data = {name: check.placed(a, backend, case.offset, case.channels_last) for name, a in inputs.items()}
+    data = {name: check.placed(a, backend, case.offset, case.layout.order) for name, a in inputs.items()}
     plan = family.choose(data, backend) if case.plan is None else case.plan
     result = check.attempt(family, plan, case.shape, inputs, data, backend, forced=case.plan is not None)
-    if not all(_contiguous(a) for a in data.values()):
+    if not case.layout.accepted:
         refused = "contiguous" in result.error
-        return result, "" if refused else f"a channels-last input was not refused ({result.error or 'it ran'})"
+        why = f"an input in layout {case.layout.name} was not refused ({result.error or 'it ran'})"
+        return result, "" if refused else why
     if not result.error:
         return result, "" if result.passed else check.figures(result)
     misaligned = case.offset * DTYPES[activations(case.dtype)].size % 16 != 0
@@ -205,7 +172,7 @@ def fuzz(families: list[Family], backend: str, cases: int, seed: int, only: int 
         only_these = "" if families == registry.families() else f" --family {' '.join(f.name for f in families)}"
         print(f"reproduce one: python -m rust_kernels fuzz --backend {backend} --seed {seed}{only_these} "
               f"--only {failures[0]}")  # fmt: skip
-    print(f"({refused} of the passed cases were refused as they must be: channels-last or misaligned inputs)")
+    print(f"({refused} of the passed cases were refused as they must be: layouts the op refuses, misaligned inputs)")
     print(f"{passed} passed, {len(failures)} failed (seed {seed})")
     return passed, len(failures)
 
@@ -218,8 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", nargs="+", help="only these families (default: all)")
     parser.add_argument("--only", type=int, metavar="INDEX", help="run only case INDEX of this seed (reproduce it)")
     options = parser.parse_args(argv)
-    if options.cases < 1 or (options.only is not None and options.only < 0):
-        parser.error("--cases must be at least 1 and --only non-negative")
+    if options.cases < 1:
+        parser.error(f"argument --cases: expected a positive integer, got {options.cases}")
+    if options.only is not None and options.only < 0:
+        parser.error(f"argument --only: expected a non-negative case index, got {options.only}")
+    if options.seed is not None and options.seed < 0:  # NumPy's default_rng takes any non-negative integer
+        parser.error(f"argument --seed: expected a non-negative integer, got {options.seed}")
     if options.backend == "cuda":
         from rust_kernels.driver import gpu_available
 

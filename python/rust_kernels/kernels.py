@@ -1,9 +1,10 @@
 """Kernel descriptors, mirroring the original system's generated struct and `Kernel` trait.
 
 One class per spec, named in PascalCase (BatchNorm2dNchwBackward). An instance fixes the dtype and the consts:
-`BatchNorm2dNchwBackward(block_hw=256, dtype="f32")` (consts may also be given positionally, in declaration order,
-as in the original's `new(block_hw)`). The package's own kernels (the catalogue) are the specs of every family
-directory under codegen/; a user's directory of specs becomes classes the same way (rust_kernels.Program).
+`BatchNorm2dNchwBackward(block_hw=256, dtype="f32")` (consts may also be given positionally, in declaration order, as in
+the original's `new(block_hw)`); a spec generic in a parameter dtype P takes it too (`BatchNorm2dNchwBackwardSplit(128,
+1, 1, dtype="bf16", param_dtype="f32")`: default, D). The package's own kernels (the catalogue) are the specs of every
+family directory under codegen/; a user's directory of specs becomes classes the same way (rust_kernels.Program).
 """
 
 from __future__ import annotations
@@ -26,10 +27,14 @@ class Kernel:
 
     spec: KernelSpec
 
-    def __init__(self, *const_values: int, dtype: str = "f32", **named: int) -> None:
+    def __init__(self, *const_values: int, dtype: str = "f32", param_dtype: str | None = None, **named: int) -> None:
         spec = self.spec
         if dtype not in spec.dtypes:
             raise ArgumentError(f"dtype: expected one of {list(spec.dtypes)} for {spec.name}, got {dtype!r}")
+        params = spec.params_for(dtype)
+        if param_dtype is not None and param_dtype not in params:
+            raise ArgumentError(f"param_dtype: expected one of {list(params)} for {spec.name} in {dtype}, "
+                                f"got {param_dtype!r}")  # fmt: skip
         if len(const_values) > len(spec.consts):
             raise ArgumentError(f"{spec.name} takes {len(spec.consts)} const argument(s), got {len(const_values)}")
         values = dict(zip((c.field for c in spec.consts), const_values, strict=False))
@@ -48,6 +53,7 @@ class Kernel:
             values[const.field] = int(value)
             setattr(self, const.field, int(value))
         self.dtype = dtype
+        self.param_dtype = param_dtype or dtype
         self.const_values = tuple(values[c.field] for c in spec.consts)
 
     # --- the original's fields -------------------------------------------------------------------------------
@@ -56,9 +62,14 @@ class Kernel:
         return self.spec.name
 
     @property
+    def dtype_key(self) -> str:
+        """The dtype, or "D-P" where the parameters' dtype differs ("bf16-f32")."""
+        return self.dtype if self.param_dtype == self.dtype else f"{self.dtype}-{self.param_dtype}"
+
+    @property
     def id(self) -> str:
-        """Readable identifier: name, dtype and const values joined by "__" (not the cache key)."""
-        return "__".join([self.name, self.dtype, *map(str, self.const_values)])
+        """Readable identifier: name, dtype key and const values joined by "__" (not the cache key)."""
+        return "__".join([self.name, self.dtype_key, *map(str, self.const_values)])
 
     @property
     def kernel_source(self) -> str:
@@ -66,7 +77,7 @@ class Kernel:
 
     @cached_property
     def entry_point_source(self) -> str:
-        return codegen.entry_point_source(self.spec, self.dtype, self.const_values)
+        return codegen.entry_point_source(self.spec, self.dtype, self.param_dtype, self.const_values)
 
     @property
     def source(self) -> str:
@@ -78,7 +89,7 @@ class Kernel:
     @cached_property
     def args(self) -> tuple[tuple[str, str], ...]:
         """The launch signature, in ABI order: (name, Rust type) pairs with the dtype substituted."""
-        return tuple((a.name, a.concrete(self.dtype)) for a in self.spec.args)
+        return tuple((a.name, a.concrete(self.dtype, self.param_dtype)) for a in self.spec.args)
 
     @cached_property
     def source_sha256(self) -> str:
@@ -109,17 +120,18 @@ class Kernel:
 
     def __repr__(self) -> str:
         consts = ", ".join(f"{c.field}={v}" for c, v in zip(self.spec.consts, self.const_values, strict=True))
-        return f"{type(self).__name__}({consts}, dtype={self.dtype!r})"
+        param = "" if self.param_dtype == self.dtype else f", param_dtype={self.param_dtype!r}"
+        return f"{type(self).__name__}({consts}, dtype={self.dtype!r}{param})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Kernel) and (other.spec, other.dtype, other.const_values) == (
+        return isinstance(other, Kernel) and (other.spec, other.dtype_key, other.const_values) == (
             self.spec,
-            self.dtype,
+            self.dtype_key,
             self.const_values,
         )
 
     def __hash__(self) -> int:
-        return hash((self.spec.name, self.dtype, self.const_values))
+        return hash((self.spec.name, self.dtype_key, self.const_values))
 
 
 def kernel_class(spec: KernelSpec) -> type[Kernel]:
@@ -139,13 +151,15 @@ def family_directories() -> list:
 
 
 def instances(classes: Iterable[type[Kernel]] | None = None, dtypes: tuple[str, ...] | None = None) -> list[Kernel]:
-    """Every instance of the given kernel classes (default: the catalogue): each dtype and const combination."""
+    """Every instance of the given kernel classes (default: the catalogue): each dtype, parameter dtype and const
+    combination."""
     out = []
     for cls in CATALOGUE.values() if classes is None else classes:
         spec = cls.spec
         for dtype in spec.dtypes if dtypes is None else [d for d in dtypes if d in spec.dtypes]:
-            for values in itertools.product(*(c.values() for c in spec.consts)):
-                out.append(cls(*values, dtype=dtype))
+            for param in spec.params_for(dtype):
+                for values in itertools.product(*(c.values() for c in spec.consts)):
+                    out.append(cls(*values, dtype=dtype, param_dtype=param))
     return out
 
 

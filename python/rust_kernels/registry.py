@@ -1,10 +1,10 @@
-"""The registry of kernel families. A family is one operation (e.g. BatchNorm2d's eval backward) and everything the
-layers above its kernels need: the ops it exports, its launch plans, test inputs, the float64 reference, the
-tolerance model, and for the benchmark the bytes it moves and the baselines a user would pick instead. `check`, the
-tests, the benchmark and the CLI iterate the registry; nothing generic names a family.
+"""The registry: the ops (runtime.Op declarations: rust_kernels.ops.<name>) and the families that verify them. A
+family is one op and what check, fuzz, sanitize and the tests need of it: its shape, rank, layout and dtype spaces,
+seeded inputs, the float64 reference and the tolerance model. Nothing generic names a family or a layout: they read
+all of that from here. (What benchmarks an op, bytes moved and baselines, lives in rust_kernels.bench.baselines.)
 
 The package's families live in rust_kernels.families (one folder each, beside their specs in codegen/<folder>); a
-user registers their own with `rust_kernels.register(family)`.
+user registers their own ops and families with `rust_kernels.register(...)`.
 """
 
 from __future__ import annotations
@@ -12,66 +12,78 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from rust_kernels.errors import ArgumentError
-from rust_kernels.kernels import Kernel
+from rust_kernels.runtime import Op, Plan
 
 Shape = tuple[int, ...]
 
 
-class Plan(Protocol):
-    """How one call runs: a kernel instance and its launch geometry; `label` names it in reports."""
+@dataclass(frozen=True)
+class Space:
+    """Where a backend's random cases (fuzz, property tests) come from. A case holds at most 2**k elements, k drawn in
+    [0, max_log2_elements]; its dimensions (one pool each, so the rank is len(dims)) are drawn last to first among
+    the values that still fit; `scalars`: the op scalars drawn too, with their values; `offsets`: elements between
+    an aligned address and the inputs (0: aligned)."""
 
-    kernel: Kernel
+    dims: tuple[tuple[int, ...], ...]
+    max_log2_elements: int
+    scalars: Mapping[str, tuple[Any, ...]]
+    offsets: tuple[int, ...] = (0, 0, 0, 0, 0, 1, 2, 3, 4, 8)
 
-    @property
-    def label(self) -> str: ...
+
+@dataclass(frozen=True)
+class Layout:
+    """A memory layout of the inputs of the family's rank: `order` lists the dimensions from outermost to innermost
+    in memory (identity: C-contiguous); `accepted`: whether the op takes it (else it must refuse it)."""
+
+    name: str
+    order: tuple[int, ...]
+    accepted: bool
 
 
 class Family(ABC):
-    """One operation and what check, tests and bench need of it."""
+    """One op and what verifies it."""
 
-    name: str  # the operation, e.g. "batch_norm_2d_nchw_backward"
-    kernels: tuple[str, ...]  # the spec names that implement it (the first is the seed kernel)
-    dtypes: tuple[str, ...] = ("f32", "f64", "bf16", "f16")
-    outputs: tuple[str, ...]  # names of the outputs, in the order `run` and `reference` return them
+    op: Op  # the op it verifies
+    dtypes: tuple[str, ...]  # dtype keys: a dtype, or "activations-parameters" ("bf16-f32") for mixed precision
     suites: dict[str, list[Shape]]  # cross-check shapes per backend ("cuda", "host")
-    bench_shapes: list[Shape] = []  # noqa: RUF012 (class-level default, replaced per family)
-    ops: dict[str, Callable[..., Any]] = {}  # noqa: RUF012 — public ops (rust_kernels.ops.<name>)
-    # PyTorch operator schemas of some of those ops, "(arguments) -> returns" in torch.library's syntax, arguments
-    # in the op's order: rust_kernels.torch registers each as torch.ops.rust_kernels.<name>.
-    torch_schemas: dict[str, str] = {}  # noqa: RUF012
+    spaces: dict[str, Space]  # random cases per backend
+    layouts: tuple[Layout, ...]  # the first is the op's own (contiguous)
+    sanitize_shapes: list[Shape]  # small shapes that reach every branch of every kernel
+    scalars: dict[str, Any] = {}  # noqa: RUF012 — op scalars the family runs with (fuzz varies them)
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.op.outputs)
 
     @abstractmethod
     def inputs(self, shape: Shape, dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
         """Seeded random inputs in the storage dtypes of dtype key `dtype` (so the reference sees exactly what the
-        kernel reads). A dtype key is a dtype name, or "activations-parameters" (bf16-f32) for mixed precision."""
+        kernel reads)."""
 
     def inputs_key(self, plan: Plan) -> str:
-        """The dtype key of the inputs `plan` runs on (default: its kernel's dtype)."""
-        return plan.kernel.dtype
+        """The dtype key of the inputs `plan` runs on."""
+        return plan.kernel.dtype_key
 
     @abstractmethod
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
-        """The outputs in float64, computed independently of the kernels."""
+        """The outputs in float64, computed independently of the kernels, with the family's scalars."""
 
     @abstractmethod
-    def plans(self, backend: str, shape: Shape, dtype: str) -> list[Plan]:
+    def plans(self, backend: str, shape: Shape, dtype: str, exhaustive: bool = False) -> list[Plan]:
         """Every plan worth cross-checking on this shape (each kernel variant and mode) on `backend` ("cuda" or
-        "host"); "every": the GPU plans over every CTA size of every kernel instance (the sanitizer runs them)."""
-
-    @abstractmethod
-    def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
-        """Runs the op with `plan` (None: the op's own choice) on `arrays` (device arrays, or NumPy for the host)."""
-
-    def choose(self, data: dict[str, Any], backend: str) -> Plan:
-        """The plan the op picks for arrays `data` when none is forced (the one `run(None, data, ...)` launches)."""
-        raise NotImplementedError(f"{type(self).__name__} does not say which plan its op chooses")
+        "host"); `exhaustive`: every CTA size of every kernel instance (the sanitizer runs them)."""
 
     @abstractmethod
     def tolerances(
@@ -79,28 +91,34 @@ class Family(ABC):
     ) -> list[np.ndarray]:
         """Per output, elementwise error bounds derived from the arithmetic (never tuned)."""
 
-    def moved_bytes(self, shape: Shape, dtype: str) -> int:
-        """The least bytes a call must move (the memory bound's numerator)."""
-        raise NotImplementedError
+    def run(self, plan: Plan | None, arrays: dict[str, Any], backend: str) -> tuple[Any, ...]:
+        """Runs the op with `plan` (None: the op's own choice) on `arrays` (device arrays, or NumPy for the host)."""
+        out = self.op(*(arrays.get(i.name) for i in self.op.inputs), **self.scalars, backend=backend, plan=plan)
+        return out if isinstance(out, tuple) else (out,)
 
-    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
-        """Columns to time on PyTorch tensors: ours (and its modes), the baselines a user would pick instead, and
-        `bound`, a call that moves the same bytes. Needs PyTorch."""
-        raise NotImplementedError
+    def choose(self, arrays: dict[str, Any], backend: str) -> Plan:
+        """The plan the op picks for `arrays` when none is forced (the one `run(None, arrays, ...)` launches)."""
+        op = self.op
+        values = tuple(self.scalars.get(s.name, s.default) for s in op.scalars)
+        named, problem = op.problem(tuple(arrays.get(i.name) for i in op.inputs), values, backend)
+        return op.plan_for(named, problem, backend)
 
 
+_OPS: dict[str, Op] = {}
 _FAMILIES: dict[str, Family] = {}
 
 
-def register(family: Family) -> Family:
-    """Adds a family (the package's, or a user's) to the registry."""
-    if not isinstance(family, Family):
-        raise ArgumentError(f"family: expected a rust_kernels.registry.Family, got {type(family).__name__}")
-    other = _FAMILIES.get(family.name)
-    if other is not None and other is not family:
-        raise ArgumentError(f"family: {family.name!r} is already registered ({type(other).__name__})")
-    _FAMILIES[family.name] = family
-    return family
+def register(*items: Op | Family) -> None:
+    """Adds ops and families (the package's, or a user's) to the registry."""
+    for item in items:
+        table: dict[str, Any] = _OPS if isinstance(item, Op) else _FAMILIES
+        if not isinstance(item, Op | Family):
+            raise ArgumentError(f"register: expected a rust_kernels.runtime.Op or registry.Family, got "
+                                f"{type(item).__name__}")  # fmt: skip
+        other = table.get(item.name)
+        if other is not None and other is not item:
+            raise ArgumentError(f"register: {item.name!r} is already registered ({type(other).__name__})")
+        table[item.name] = item
 
 
 @cache
@@ -124,9 +142,16 @@ def family(name: str) -> Family:
     raise ArgumentError(f"family: no family {name!r} (registered: {[f.name for f in families()]})")
 
 
+def ops() -> list[Op]:
+    """Every registered op, the package's first."""
+    _load_package_families()
+    return list(_OPS.values())
+
+
 def op(name: str) -> Callable[..., Any]:
-    """The public op `name` of whichever family exports it."""
-    for f in families():
-        if name in f.ops:
-            return f.ops[name]
-    raise AttributeError(f"rust_kernels.ops has no op {name!r}")
+    """The public op `name` (its generated function: real signature, fast path)."""
+    _load_package_families()
+    found = _OPS.get(name)
+    if found is None:
+        raise AttributeError(f"rust_kernels.ops has no op {name!r}")
+    return found.function

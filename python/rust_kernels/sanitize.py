@@ -8,12 +8,11 @@ its outputs back, which synchronises). The parent writes every tool's output to 
 per tool (the errors counted from the sanitizer's summary), and exits 1 if a tool reports an error or fails, 2 if
 compute-sanitizer is not found.
 
-The shapes exercise every branch: each kernel variant, every vectorized mode, split 1 and > 1 in both deterministic
-modes (with CTAs whose slice is empty), the warp kernel with a warp per channel over several CTAs and with one CTA
-whose warps stride over the channels, H*W that no CTA size divides, several unrolled steps per thread, and the
-forward kernel. PyTorch's caching allocator is switched off in the child, so each array is an allocation of its
-own that memcheck and initcheck see (PyTorch still rounds sizes up to 512 bytes: an overrun inside that slack goes
-unseen, but the host emulator's checked mode catches any out-of-bounds access exactly).
+Each family's sanitize shapes exercise every branch of its kernels (each variant, every vectorized mode, empty slices,
+H*W that no CTA size divides, several unrolled steps per thread). PyTorch's caching allocator is switched off in the
+child, so each array is an allocation of its own that memcheck and initcheck see (PyTorch still rounds sizes up to 512
+bytes: an overrun inside that slack goes unseen, but the host emulator's checked mode catches any out-of-bounds access
+exactly).
 """
 
 from __future__ import annotations
@@ -26,33 +25,52 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rust_kernels import check, registry
+from rust_kernels.dtypes import DTYPES
 from rust_kernels.progress import Progress
 from rust_kernels.registry import Family, Plan
 
 Shape = tuple[int, ...]
 
-SHAPES: list[Shape] = [
-    (2, 3, 5, 8),  # H*W = 40: a multiple of every pack's lanes and of no CTA; split 16 leaves CTAs without units
-    (3, 40, 1, 7),  # 40 channels of 21 single elements: the warp kernel over 10 CTAs, and 1 CTA striding
-    (4, 2, 31, 33),  # 4 092 single elements per channel: several unrolled steps per thread
-    (2, 2, 48, 64),  # H*W = 3 072: several vectorized steps per thread
-]
-# Tool: (its options, the dtypes it runs, how many of SHAPES). Addresses depend on the storage type's size only
-# (f16 moves like bf16): initcheck runs one type of each size; memcheck runs every dtype, so that every catalogue
-# instance runs under it. Shared memory and barriers depend on the accumulation type only (f32 for f32, bf16, f16;
-# f64 for f64): racecheck and synccheck run one of each, and
-# racecheck, the slowest, the first two shapes only (they hold every plan). bf16-f32 runs the mixed-precision
-# variants (f32 parameters beside bf16 activations).
-TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int]] = {
-    "memcheck": ((), ("f32", "f64", "bf16", "f16", "bf16-f32", "f16-f32"), len(SHAPES)),
-    "racecheck": (("--racecheck-report", "all"), ("f32", "f64", "bf16-f32"), 2),
-    "synccheck": ((), ("f32", "f64", "bf16-f32"), len(SHAPES)),
-    "initcheck": ((), ("f32", "f64", "bf16", "bf16-f32"), len(SHAPES)),
+
+def _by_accumulation(key: str) -> tuple[str, ...]:
+    """What shared memory and barriers depend on: the accumulation types, and whether parameters differ from D."""
+    dtypes = key.split("-")
+    return (*(DTYPES[d].acc for d in dtypes), str(len(set(dtypes))))
+
+
+def _by_storage(key: str) -> tuple[int, ...]:
+    """What addresses depend on: the storage sizes of the activations and the parameters (f16 moves like bf16)."""
+    return tuple(DTYPES[d].size for d in key.split("-"))
+
+
+# Tool: (its options, which of a family's dtype keys it runs, how many of the family's sanitize shapes). memcheck
+# runs every dtype key, so that every catalogue instance runs under it; initcheck one key per storage class;
+# racecheck and synccheck one per accumulation class, racecheck (the slowest) on the first two shapes only (they
+# hold every plan).
+TOOLS: dict[str, tuple[tuple[str, ...], Callable[[str], object] | None, int | None]] = {
+    "memcheck": ((), None, None),
+    "racecheck": (("--racecheck-report", "all"), _by_accumulation, 2),
+    "synccheck": ((), _by_accumulation, None),
+    "initcheck": ((), _by_storage, None),
 }
+
+
+def tool_dtypes(tool: str, keys: tuple[str, ...]) -> list[str]:
+    """The dtype keys `tool` runs: every key, or the first of each class its rule tells apart."""
+    rule = TOOLS[tool][1]
+    if rule is None:
+        return list(keys)
+    first: dict[object, str] = {}
+    for key in keys:
+        first.setdefault(rule(key), key)
+    return list(first.values())
+
+
 # API errors are not kernel errors, and cuda-python probes the driver with calls that fail by design; the target's
 # start (imports) is bounded by --timeout instead of the sanitizer's 10 s connection timeout.
 COMMON_OPTIONS = ("--error-exitcode", "1", "--report-api-errors", "no", "--launch-timeout", "0")
@@ -64,13 +82,13 @@ NOT_FOUND = (
 
 
 def cases(tool: str, families: list[Family] | None = None) -> list[tuple[Family, Plan, Shape]]:
-    """The (family, plan, shape) cases a tool's child runs: every plan of every CTA size (plans "every")."""
-    _, dtypes, shapes = TOOLS[tool]
+    """The (family, plan, shape) cases a tool's child runs: every plan of every CTA size (exhaustive plans)."""
+    shapes = TOOLS[tool][2]
     out = []
     for family in families or registry.families():
-        for shape in SHAPES[:shapes]:
-            for dtype in [d for d in family.dtypes if d in dtypes]:
-                out += [(family, plan, shape) for plan in family.plans("every", shape, dtype)]
+        for shape in family.sanitize_shapes[:shapes]:
+            for dtype in tool_dtypes(tool, family.dtypes):
+                out += [(family, plan, shape) for plan in family.plans("cuda", shape, dtype, exhaustive=True)]
     return out
 
 

@@ -21,7 +21,8 @@ from rust_kernels.dtypes import DTYPES, SCALARS
 from rust_kernels.errors import SpecError
 
 ACC = "A"  # in a spec's types: the dtype's accumulation type (D::Acc)
-POINTER = re.compile(r"\*mut (D|A|f32|f64|bf16|f16|i32|u32|i64|u64)")
+PARAM = "P"  # in a spec's types: the parameters' dtype, D or one sharing D's accumulation type (param_dtypes)
+POINTER = re.compile(r"\*mut (D|A|P|f32|f64|bf16|f16|i32|u32|i64|u64)")
 SNAKE = re.compile(r"[a-z_][a-z0-9_]*")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONST = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -32,7 +33,7 @@ RUST_KEYWORDS = frozenset(
     mut pub ref return self Self static struct super trait true type unsafe use where while abstract become box do
     final gen macro override priv try typeof unsized virtual yield""".split()
 )
-GENERIC_NAMES = frozenset({"D", ACC})  # the kernel's dtype parameter and its accumulation type
+GENERIC_NAMES = frozenset({"D", ACC, PARAM})  # the kernel's dtype parameters and D's accumulation type
 RESERVED_CLASSES = frozenset({"Kernel", "Program", "KernelSpec", "ObjectCode"})  # the package's own classes
 
 
@@ -76,22 +77,23 @@ class ArgSpec:
 
     @property
     def generic(self) -> str:
-        """The Rust type in the generic kernel: "*mut A" -> "*mut D::Acc", "A" -> "D::Acc"."""
+        """The Rust type in the generic kernel: "*mut A" -> "*mut D::Acc", "A" -> "D::Acc" ("P" stays P)."""
         if self.type == ACC:
             return "D::Acc"
         return self.type.replace(" A", " D::Acc")
 
-    def concrete(self, dtype: str) -> str:
-        """The Rust type with the dtype substituted: "*mut D" -> "*mut f32", "A" -> its accumulation type."""
-        if self.type == ACC:
-            return DTYPES[dtype].acc
+    def concrete(self, dtype: str, param: str | None = None) -> str:
+        """The Rust type with the dtypes substituted: "*mut D" -> "*mut f32", "A" -> D's accumulation type, "P" ->
+        the parameters' dtype `param` (default: D)."""
+        substitute = {"D": dtype, ACC: DTYPES[dtype].acc, PARAM: param or dtype}
         if not self.is_pointer:
-            return self.type
-        return self.type.replace(" D", f" {dtype}").replace(" A", f" {DTYPES[dtype].acc}")
+            return substitute.get(self.type, self.type)
+        kind, element = self.type.rsplit(" ", 1)
+        return f"{kind} {substitute.get(element, element)}"
 
-    def element(self, dtype: str) -> str:
+    def element(self, dtype: str, param: str | None = None) -> str:
         """The pointee's type name (pointer args) or the scalar's type name."""
-        return self.concrete(dtype).split()[-1]
+        return self.concrete(dtype, param).split()[-1]
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,22 @@ class KernelSpec:
     shared_accumulators_per_warp: int
     requires: tuple[Requirement, ...]
     path: Path
+    # Parameter dtypes P may take besides D (each sharing D's accumulation type, e.g. f32 beside bf16): a spec axis
+    # (torch.autocast's pairing), not a copy of the spec. Empty where the spec has no P.
+    param_dtypes: tuple[str, ...] = ()
+
+    @property
+    def has_param(self) -> bool:
+        """Whether the kernel is generic in a parameter dtype P besides D."""
+        return any(a.type == PARAM or a.type.endswith(f" {PARAM}") for a in self.args)
+
+    def params_for(self, dtype: str) -> tuple[str, ...]:
+        """The parameter dtypes an instance of dtype `dtype` may take: D first, then those sharing its
+        accumulation type."""
+        if not self.has_param:
+            return (dtype,)
+        extra = [p for p in self.param_dtypes if p != dtype and DTYPES[p].acc == DTYPES[dtype].acc]
+        return (dtype, *extra)
 
     @property
     def directory(self) -> Path:
@@ -211,8 +229,10 @@ def _arg(path: Path, raw: object) -> ArgSpec:
     kind = raw.get("type", "")
     if isinstance(kind, str) and kind.startswith("*const "):
         raise _fail(path, f"argument {name} has type {kind!r}: pointers are `*mut` (as rust-cuda passes them)")
-    if not isinstance(kind, str) or not (POINTER.fullmatch(kind) or kind in SCALARS or kind == ACC):
-        raise _fail(path, f"argument {name} has type {kind!r}; expected *mut D, *mut A, *mut <type>, a scalar or A")
+    if not isinstance(kind, str) or not (POINTER.fullmatch(kind) or kind in SCALARS or kind in (ACC, PARAM)):
+        raise _fail(
+            path, f"argument {name} has type {kind!r}; expected *mut D, *mut A, *mut P, *mut <type>, a scalar, A or P"
+        )
     output = raw.get("output", False)
     if not isinstance(output, bool) or (output and not kind.startswith("*")):
         raise _fail(path, f"argument {name}: output must be true or false, and only pointers are outputs")
@@ -275,6 +295,9 @@ def parse_spec(path: Path) -> KernelSpec:
     if not dtypes or any(d not in DTYPES for d in dtypes) or len(set(dtypes)) != len(dtypes):
         raise _fail(path, f"dtypes {raw['dtypes']!r} must be a non-empty list of distinct names from {sorted(DTYPES)}")
 
+    params = raw.get("param_dtypes", [])
+    if not isinstance(params, list) or any(p not in DTYPES for p in params) or len(set(params)) != len(params):
+        raise _fail(path, f"param_dtypes {params!r} must be a list of distinct names from {sorted(DTYPES)}")
     consts = tuple(_const(path, c) for c in raw.get("consts", []))
     if not isinstance(raw["args"], list) or not raw["args"]:
         raise _fail(path, "args must be a non-empty list of [[args]] tables")
@@ -284,6 +307,8 @@ def parse_spec(path: Path) -> KernelSpec:
         raise _fail(path, "argument and const names must be unique")
     if GENERIC_NAMES & set(names):
         raise _fail(path, f"names {sorted(GENERIC_NAMES & set(names))} clash with the kernel's dtype parameters")
+    if params and not any(a.type in (PARAM, f"*mut {PARAM}") for a in args):
+        raise _fail(path, "param_dtypes is set but no argument has type P or *mut P")
 
     scalar_args = {a.name for a in args if not a.is_pointer and a.type in ("i32", "u32")}
     shared = _int(path, "shared_accumulators_per_warp", raw.get("shared_accumulators_per_warp", 0))
@@ -303,6 +328,7 @@ def parse_spec(path: Path) -> KernelSpec:
         shared_accumulators_per_warp=shared,
         requires=requires,
         path=path,
+        param_dtypes=tuple(params),
     )
 
 

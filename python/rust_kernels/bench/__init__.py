@@ -2,14 +2,14 @@
 what one call costs on the host next to PyTorch's, and what one launch costs on the host through each launch path.
 
 Op benchmark (`ops`). For each family of the registry, each of its bench shapes and each dtype, in one process on the
-same tensors (the family's seeded inputs): the columns of `family.bench_calls` — our op ("ours"; for families with
-modes also e.g. "ours_atomic", partials combined with float atomics instead of in a fixed order), PyTorch's native op
-("torch"), torch.compile of the same maths ("compile") and "bound", a call that moves the same bytes (e.g. read two
-tensors, write one) and so is the practical bound. Each repetition flushes L2 (256 MB written), then queues a GPU
-spin (`torch.cuda._sleep`) longer than the call's host time, so the timed region between the two CUDA events holds
-GPU work only; warm-up calls (loading, compiling) stay outside; the median of the repetitions is reported. GB/s
-counts `family.moved_bytes`; the fraction of the bound is bound µs / column µs; speedups are torch µs / ours µs and
-compile µs / ours µs. A column that raises is n/a, its reason printed once.
+same tensors (the family's seeded inputs): the columns of its baseline's `bench_calls` (rust_kernels.bench.baselines) —
+our op ("ours"; for families with modes also e.g. "ours_atomic", partials combined with float atomics instead of in a
+fixed order), PyTorch's native op ("torch"), torch.compile of the same maths ("compile") and "bound", a call that moves
+the same bytes (e.g. read two tensors, write one) and so is the practical bound. Each repetition flushes L2 (256 MB
+written), then queues a GPU spin (`torch.cuda._sleep`) longer than the call's host time, so the timed region between the
+two CUDA events holds GPU work only; warm-up calls (loading, compiling) stay outside; the median of the repetitions is
+reported. GB/s counts the baseline's `moved_bytes`; the fraction of the bound is bound µs / column µs; speedups are
+torch µs / ours µs and compile µs / ours µs. A column that raises is n/a, its reason printed once.
 
 Host cost. On each family's smallest shape, every column is called back to back (after warm-up) without
 synchronising, and the host wall time divided by the number of calls: what a call costs the host to issue, the
@@ -39,8 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rust_kernels import driver, registry
-from rust_kernels.bench import launch, models, ops, report
+from rust_kernels import driver
+from rust_kernels.bench import baselines, launch, models, ops, report
 from rust_kernels.bench.report import Shape
 from rust_kernels.dtypes import DTYPES
 
@@ -48,23 +48,14 @@ DEFAULT_DTYPES = ["f32", "bf16"]
 MIN_REPS = 20
 
 
-def _reps(text: str) -> int:
-    value = int(text)
-    if value < MIN_REPS:
-        raise argparse.ArgumentTypeError(f"at least {MIN_REPS} repetitions, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
 def _at_least(least: int) -> Callable[[str], int]:
+    """An integer option's type; argparse names the option in front of the message."""
+
     def parse(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < least:
             raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
         return value
@@ -84,19 +75,21 @@ def parse_shape(text: str) -> Shape:
 
 
 def parser() -> argparse.ArgumentParser:
-    names = [f.name for f in registry.families()]
+    names = [b.name for b in baselines.baselines()]
     p = argparse.ArgumentParser(
         prog="python -m rust_kernels bench",
         description="Time the registered ops against PyTorch, torch.compile and the memory bound, their host cost "
         "against PyTorch's, and the cost of a launch.",
     )
     p.add_argument("--family", nargs="+", choices=names, default=names, metavar="NAME", help=f"families: {names}")
-    keys = list(dict.fromkeys([*DTYPES, *(d for f in registry.families() for d in f.dtypes)]))
+    keys = list(dict.fromkeys([*DTYPES, *(d for b in baselines.baselines() for d in b.dtypes)]))
     mixed = "bf16-f32: bf16 activations with f32 parameters, as under autocast"
     p.add_argument("--dtype", nargs="+", choices=keys, default=DEFAULT_DTYPES, help=f"dtypes to time ({mixed})")
     p.add_argument("--shapes", nargs="+", type=parse_shape, help="shapes (BxCxHxW) instead of each family's own")
-    p.add_argument("--reps", type=_reps, default=30, help=f"timed repetitions per call (at least {MIN_REPS})")
-    p.add_argument("--host-calls", type=_positive, default=ops.HOST_CALLS, help="calls per round of the host cost")
+    p.add_argument(
+        "--reps", type=_at_least(MIN_REPS), default=30, help=f"timed repetitions per call (at least {MIN_REPS})"
+    )
+    p.add_argument("--host-calls", type=_at_least(1), default=ops.HOST_CALLS, help="calls per round of the host cost")
     p.add_argument("--out", type=Path, default=Path("."), help="directory for the CSV files, the PNG and the log")
     p.add_argument("--skip-ops", action="store_true", help="skip the op benchmark")
     p.add_argument("--skip-launch", action="store_true", help="skip the launch benchmark")
@@ -105,11 +98,11 @@ def parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--models", nargs="*", metavar="NAME", help="torchvision models, fine-tuned with BN frozen, torch's "
                    f"BN against ours (bare: {' '.join(models.MODELS)})")  # fmt: skip
-    m.add_argument("--batch", nargs="+", type=_positive, default=list(models.BATCHES), help="batch sizes")
+    m.add_argument("--batch", nargs="+", type=_at_least(1), default=list(models.BATCHES), help="batch sizes")
     m.add_argument("--modes", nargs="+", choices=models.MODES, default=list(models.MODES),
                    help="eager steps, and/or the whole step captured as a CUDA graph and replayed")  # fmt: skip
     m.add_argument("--steps", type=_at_least(5), default=models.STEPS, help="timed steps per side and cell")
-    m.add_argument("--warmup", type=_positive, default=models.WARMUP, help="untimed steps per side before timing")
+    m.add_argument("--warmup", type=_at_least(1), default=models.WARMUP, help="untimed steps per side before timing")
     m.add_argument("--profile-steps", type=_at_least(0), default=models.PROFILE_STEPS,
                    help="eager steps per side under torch.profiler for BN's share (0: no profile)")  # fmt: skip
     m.add_argument("--budget", type=float, default=models.BUDGET_S, metavar="SECONDS",
@@ -135,7 +128,7 @@ def unavailable() -> str | None:
 
 
 def _ops(torch: object, options: argparse.Namespace) -> int:
-    families = [registry.family(name) for name in options.family]
+    families = [baselines.baseline(name) for name in options.family]
     done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
     out: Path = options.out
     report.print_table(done.results)
@@ -211,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser().parse_args(argv)
     why = unavailable() or (models.unavailable() if options.models is not None else None)
     if why is not None:
-        print(f"bench: cannot run: {why}", flush=True)
+        print(f"error: bench cannot run: {why}", file=sys.stderr)
         return 2
     import torch
 

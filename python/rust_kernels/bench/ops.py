@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rust_kernels import arrays
+from rust_kernels.bench.baselines import Baseline
 from rust_kernels.bench.report import COLUMNS, HostResult, OpResult, Shape, fmt, shape_label
 from rust_kernels.bench.timing import WARMUP, GpuTimer, host_us_interleaved
-from rust_kernels.registry import Family
 
 HOST_CALLS = 1000  # calls per round of the host-time measurement
 REQUIRED = ("ours", "torch", "compile", "bound")  # the columns every family's bench_calls returns
@@ -90,11 +90,11 @@ def measure_host(
     return {c: times.get(c, out.get(c)) for c in COLUMNS if c in calls}
 
 
-def why_not_benchmarked(family: Family, shapes: Sequence[Shape] | None) -> str | None:
+def why_not_benchmarked(family: Baseline, shapes: Sequence[Shape] | None) -> str | None:
     """Why `family` cannot be benchmarked, or None."""
-    if type(family).bench_calls is Family.bench_calls:
+    if type(family).bench_calls is Baseline.bench_calls:
         return "it defines no bench_calls"
-    if type(family).moved_bytes is Family.moved_bytes:
+    if type(family).moved_bytes is Baseline.moved_bytes:
         return "it defines no moved_bytes"
     if not (shapes or family.bench_shapes):
         return "it has no bench_shapes (give --shapes)"
@@ -106,7 +106,7 @@ def host_shape(shapes: Sequence[Shape]) -> Shape:
     return min(shapes, key=math.prod)
 
 
-def device_tensors(family: Family, shape: Shape, dtype: str) -> dict[str, Any]:
+def device_tensors(family: Baseline, shape: Shape, dtype: str) -> dict[str, Any]:
     """The family's seeded inputs as PyTorch tensors on the GPU (bf16 moved as bits)."""
     return {name: arrays.to_device(a) for name, a in family.inputs(shape, dtype).items()}
 
@@ -130,7 +130,7 @@ class Run:
 
 def run(
     torch: Any,
-    families: Sequence[Family],
+    families: Sequence[Baseline],
     dtypes: Sequence[str],
     reps: int,
     shapes: Sequence[Shape] | None = None,

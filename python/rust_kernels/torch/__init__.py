@@ -7,14 +7,13 @@
     y, save_mean, save_invstd = torch.ops.rust_kernels.batch_norm_2d_forward(x, weight, bias, mean, var)
     dx, dweight, dbias = torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var)
 
-The operators (torch.library custom ops, generated from the registry: rust_kernels.torch.library) run our CUDA
-kernels on CUDA tensors, on torch's current stream without synchronising (CUDA graphs capture them), and the host
-emulator on CPU tensors. They have fake kernels (torch.compile with fullgraph=True, export, meta tensors) and
+The operators (torch.library custom ops, generated from the ops' declarations: rust_kernels.torch.library) run our
+CUDA kernels on CUDA tensors, on torch's current stream without synchronising (CUDA graphs capture them), and the
+host emulator on CPU tensors. They have fake kernels (torch.compile with fullgraph=True, export, meta tensors) and
 autograd; training mode (batch statistics) is not implemented by the ops, and BatchNorm2d runs torch's for it.
 """
 
-from rust_kernels.torch.batch_norm import batch_norm_2d
 from rust_kernels.torch.library import OPS
-from rust_kernels.torch.modules import BatchNorm2d, convert
+from rust_kernels.torch.modules import BatchNorm2d, batch_norm_2d, convert
 
 __all__ = ["OPS", "BatchNorm2d", "batch_norm_2d", "convert"]

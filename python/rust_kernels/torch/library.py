@@ -1,91 +1,169 @@
-"""The registry's ops as PyTorch operators (torch.library), generated from the families' `torch_schemas`: each
-becomes `torch.ops.rust_kernels.<name>`, implemented
+"""The registry's ops as PyTorch operators (torch.library), generated from their declarations (rust_kernels.runtime):
+every op declared with `torch=True` becomes `torch.ops.rust_kernels.<name>` with
 
-- for CUDA tensors by the op itself: it launches on torch's current stream of the tensors' device, allocates its
-  outputs (and workspaces) with torch's caching allocator and never synchronises, so streams and CUDA-graph capture
-  work as with torch's own ops;
-- for CPU tensors by the same op in the host emulator (backend="host"): tensors to NumPy (bf16 by its bits), the
-  op, NumPy back to tensors. Slow, but the real kernels: CI without a GPU runs everything, opcheck included.
+- a schema from the declaration: its inputs (optional ones `Tensor?`, mutated ones marked), its scalars with their
+  defaults, its outputs;
+- a CUDA kernel, the op itself: it launches on torch's current stream of the tensors' device, allocates its outputs
+  (and workspaces) with torch's caching allocator and never synchronises, so streams and CUDA-graph capture work as
+  with torch's own ops;
+- a CPU kernel, the same op in the host emulator (backend="host"): tensors to NumPy (bf16 by its bits), the op,
+  NumPy back to tensors. Slow, but the real kernels: CI without a GPU runs everything, opcheck included;
+- a fake kernel (torch.compile, export, the meta device): the op's own checks and allocation rule, no launch, so a
+  traced call is refused exactly where a real one would be;
+- autograd from the declared pairing (`Gradient`): the backward op's arguments found by name among the forward's
+  inputs, outputs and scalars; a backward op refuses double backward, and forward-mode AD is refused by torch
+  (custom ops without a jvp) with its error naming the op.
 
-Inputs must be NCHW; non-contiguous tensors (channels_last activations, slices, the expanded gradient of a `sum()`)
-are first copied to contiguous ones by torch, an extra read and write of each such tensor; outputs are contiguous.
-
-Fake (meta) kernels and autograd formulas are per op: rust_kernels.torch.batch_norm registers them.
+Inputs are made contiguous first (a copy for channels_last, slices, the expanded gradient of a `sum()`), lazily
+negated or conjugated views resolved; outputs are allocated as the declaration says.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from rust_kernels import arrays, registry
-from rust_kernels.errors import RustKernelsError
+from rust_kernels.errors import ArgumentError
+from rust_kernels.runtime import Op
 
 NAMESPACE = "rust_kernels"
 _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: the registrations live as long as it does
 
 
-def _contiguous(a: Any) -> Any:
-    return a.contiguous() if isinstance(a, torch.Tensor) else a
+def _resolved(a: Any) -> Any:
+    """A plain contiguous tensor with `a`'s values (a lazily negated or conjugated view resolved)."""
+    return a.resolve_neg().resolve_conj().contiguous() if isinstance(a, torch.Tensor) else a
 
 
-def _to_numpy(a: Any) -> Any:
-    return arrays.to_host(a.detach().contiguous()) if isinstance(a, torch.Tensor) else a
+def _check_devices(op: Op, args: tuple[Any, ...], device: str) -> None:
+    """Every tensor argument on `device` (the dispatcher picks a kernel by the first tensors' device)."""
+    for spec, a in zip(op.inputs, args, strict=False):
+        if isinstance(a, torch.Tensor) and a.device.type != device:
+            raise ArgumentError(f"{spec.name}: expected a tensor on {device} like the others, got one on {a.device}")
 
 
-def run_cuda(op: Callable[..., Any], *args: Any) -> Any:
-    """`op` on CUDA tensors: made contiguous, on torch's current stream (the op's default)."""
-    return op(*map(_contiguous, args), backend="cuda")
+def run_cuda(op: Op, *args: Any) -> Any:
+    """`op` on CUDA tensors: resolved and contiguous, on torch's current stream (the op's default)."""
+    return op(*map(_resolved, args), backend="cuda")
 
 
-def run_host(op: Callable[..., Any], *args: Any) -> Any:
+def run_host(op: Op, *args: Any) -> Any:
     """`op` on CPU tensors, in the host emulator."""
-    out = op(*map(_to_numpy, args), backend="host")
+    _check_devices(op, args, "cpu")
+    out = op(*(arrays.to_host(_resolved(a.detach())) if isinstance(a, torch.Tensor) else a for a in args),
+             backend="host")  # fmt: skip
     return tuple(map(arrays.to_torch, out)) if isinstance(out, tuple) else arrays.to_torch(out)
 
 
-def call(op: Callable[..., Any], *args: Any) -> Any:
+def call(op: Op, *args: Any) -> Any:
     """A registry op on plain CPU or CUDA tensors (the first argument's device) as the operators' kernels run it,
     called directly: no dispatcher, no autograd (the caller's autograd.Function records it). The eager fast path of
-    rust_kernels.torch.batch_norm; compiled, traced and transformed programs use the operators."""
+    rust_kernels.torch's modules; compiled, traced and transformed programs use the operators."""
     return (run_cuda if args[0].is_cuda else run_host)(op, *args)
 
 
-def _check_arguments(name: str, op: Callable[..., Any]) -> None:
-    """The schema's arguments are passed to the op by position: they must be its first parameters, in order."""
-    schema = getattr(getattr(torch.ops, NAMESPACE), name).default._schema
-    names = [a.name for a in schema.arguments]
-    params = list(inspect.signature(op).parameters)[: len(names)]
-    if names != params:
-        raise RustKernelsError(f"torch schema of {name}: arguments {names} are not the op's first parameters {params}")
+def _literal(value: Any) -> str:
+    return "None" if value is None else repr(value)
 
 
-def define(name: str, schema: str, op: Callable[..., Any]) -> None:
-    """Defines `rust_kernels::<name>` with `schema` ("(arguments) -> returns") and its CUDA and CPU kernels."""
-    _LIBRARY.define(name + schema)
-    _check_arguments(name, op)
+def schema(op: Op) -> str:
+    """The operator schema of a declaration: "(arguments) -> returns" in torch.library's syntax."""
+    params = []
+    aliases = iter("abcdefghijklmnopqrstuvwxyz")
+    for spec in op.inputs:
+        kind = f"Tensor({next(aliases)}!)" if spec.mutated else "Tensor"
+        params.append(f"{kind}? {spec.name}=None" if spec.optional else f"{kind} {spec.name}")
+    params += [f"{s.torch_type} {s.name}={_literal(s.default)}" for s in op.scalars]
+    returns = "Tensor" if len(op.outputs) == 1 else f"({', '.join('Tensor' for _ in op.outputs)})"
+    return f"({', '.join(params)}) -> {returns}"
 
-    def cuda(*args: Any) -> Any:
-        return run_cuda(op, *args)
 
-    def host(*args: Any) -> Any:
-        return run_host(op, *args)
+def _fake(op: Op) -> Callable[..., Any]:
+    inputs = len(op.inputs)
 
-    _LIBRARY.impl(name, cuda, "CUDA")
-    _LIBRARY.impl(name, host, "CPU")
+    def fake(*args: Any) -> Any:
+        arrays_, scalars = args[:inputs], args[inputs:]
+        backend = "cuda" if arrays_[0].device.type == "cuda" else "host"
+        named, problem = op.problem(arrays_, scalars, backend, traced=True)
+        out = op.allocate(named, problem)
+        return out[0] if len(out) == 1 else out
+
+    return fake
+
+
+def _autograd(op: Op, backward: Op) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """setup_context and backward of `op` from its Gradient."""
+    gradient = op.gradient
+    assert gradient is not None
+    forward_names = [i.name for i in op.inputs] + [s.name for s in op.scalars]
+    outputs = [o.name for o in op.outputs]
+    saved = [i.name for i in backward.inputs if i.name not in gradient.grads]
+    given = {o.name: gradient.gives[o.name] for o in backward.outputs if o.name in gradient.gives}
+    grads_of = [forward_names.index(target) for target in given.values()]
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        by_name = dict(zip(forward_names, inputs, strict=True))
+        by_name |= dict(zip(outputs, output if isinstance(output, tuple) else (output,), strict=True))
+        ctx.save_for_backward(*(by_name.get(name) for name in saved))
+        ctx.scalars = {s.name: by_name[s.name] for s in backward.scalars if s.name in by_name}
+
+    def backward_fn(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+        by_output = dict(zip(outputs, grads, strict=True))
+        upstream = {name: by_output[of] for name, of in gradient.grads.items()}
+        result: list[Any] = [None] * len(forward_names)
+        need = [ctx.needs_input_grad[k] for k in grads_of]
+        if any(g is None for g in upstream.values()) or not any(need):
+            return tuple(result)
+        by_name = dict(zip(saved, ctx.saved_tensors, strict=True)) | upstream
+        args = [by_name[i.name] for i in backward.inputs]
+        args += [ctx.scalars.get(s.name, s.default) for s in backward.scalars]
+        out = getattr(torch.ops.rust_kernels, backward.name)(*args)
+        out = out if isinstance(out, tuple) else (out,)
+        for name, value in zip((o.name for o in backward.outputs), out, strict=True):
+            if name in given:
+                k = forward_names.index(given[name])
+                result[k] = value if ctx.needs_input_grad[k] else None
+        return tuple(result)
+
+    return setup_context, backward_fn
+
+
+def _no_double_backward(name: str) -> Callable[..., Any]:
+    def refuse(ctx: Any, *_: Any) -> Any:
+        raise NotImplementedError(f"rust_kernels::{name}: double backward is not implemented")
+
+    return refuse
+
+
+def define(op: Op) -> None:
+    """Defines `rust_kernels::<op.name>` with its CUDA, CPU and fake kernels."""
+    qualified = f"{NAMESPACE}::{op.name}"
+    _LIBRARY.define(op.name + schema(op))
+    _LIBRARY.impl(op.name, lambda *args: run_cuda(op, *args), "CUDA")
+    _LIBRARY.impl(op.name, lambda *args: run_host(op, *args), "CPU")
+    torch.library.register_fake(qualified, _fake(op), lib=_LIBRARY)
 
 
 def define_registry() -> tuple[str, ...]:
-    """Defines every op of the registry that has a torch schema; returns their names."""
-    names = []
-    for family in registry.families():
-        for name, schema in family.torch_schemas.items():
-            define(name, schema, family.ops[name])
-            names.append(name)
-    return tuple(names)
+    """Defines every op of the registry declared for torch, with the autograd of the declared pairings; returns
+    their names."""
+    declared = {op.name: op for op in registry.ops() if op.torch}
+    for op in declared.values():
+        define(op)
+    backwards = set()
+    for op in declared.values():
+        if op.gradient is not None:
+            backward = declared[op.gradient.backward]
+            setup_context, backward_fn = _autograd(op, backward)
+            torch.library.register_autograd(f"{NAMESPACE}::{op.name}", backward_fn, setup_context=setup_context,
+                                            lib=_LIBRARY)  # fmt: skip
+            backwards.add(backward.name)
+    for name in backwards:
+        torch.library.register_autograd(f"{NAMESPACE}::{name}", _no_double_backward(name), lib=_LIBRARY)
+    return tuple(declared)
 
 
 OPS = define_registry()

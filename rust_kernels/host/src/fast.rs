@@ -2,8 +2,8 @@
 //! loaded kernel, the grid, the kernel's scalar arguments) depends only on the call's *signature*: its scalar
 //! arguments, the stream it launches on and, per array, its shape, dtype, device, contiguity and address modulo 16.
 //! The op decides a signature once, through its checked path, and `remember`s the launch; a later call of that
-//! signature is one native call here: the signature, the output allocations (`empty_like`), the packing and
-//! cuLaunchKernel, with no checks.
+//! signature is one native call here: the signature, the output allocations (`empty_like`, or `new_empty` of a
+//! remembered shape), the packing and cuLaunchKernel, with no checks.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
@@ -37,8 +37,8 @@ enum Slot {
 struct Entry {
     launch: Py<CheckedLaunch>,
     grid: [u32; 3],
-    /// Per output, the input it is allocated like.
-    like: Vec<usize>,
+    /// Per output, the input it is allocated like, and its shape where that differs from the input's.
+    like: Vec<(usize, Option<Py<PyTuple>>)>,
     slots: Vec<Slot>,
     /// What the key and the packed values refer to (dtypes, workspaces): alive while the entry is.
     _keep: Vec<PyObject>,
@@ -66,9 +66,11 @@ const FLOAT: u64 = 3;
 /// calls(arrays: tuple, scalars: tuple, stream: int | None = None) -> tuple | None
 ///     # the outputs of the launch decided for this signature, or None (no decision: take the checked path)
 /// calls.remember(arrays, scalars, stream: int, launch: CheckedLaunch, grid, like, layout, tail) -> bool
-///     # after a checked launch of `launch` succeeded for this call: the outputs are empty_like(arrays[i]) for i in
-///     # `like`; parameter k < len(layout) is input layout[k] (>= 0) or output -1 - layout[k]; the rest are `tail`
+///     # after a checked launch of `launch` succeeded for this call: output j is empty_like(arrays[i]) for
+///     # like[j] = (i, None), arrays[i].new_empty(shape) for (i, shape); parameter k is input layout[k] (>= 0),
+///     # output -1 - layout[k], or (None) the next of the `tail` values
 /// ```
+/// An array may be None (an optional input left out): it is part of the signature and binds no parameter.
 #[pyclass(frozen, module = "rust_kernels._host")]
 pub struct FastCalls {
     capacity: usize,
@@ -128,6 +130,11 @@ impl FastCalls {
         let mut dtypes = Vec::with_capacity(arrays.len());
         let mut first_device = -1;
         for array in arrays.iter() {
+            if array.is_none() {
+                key.push(u64::MAX); // no device ordinal is this: an absent array
+                addresses.push(0);
+                continue;
+            }
             let kind = array.get_type();
             if !plain.iter().any(|t| t.is(&kind)) {
                 return Ok(None);
@@ -142,12 +149,14 @@ impl FastCalls {
             let address: u64 = array.call_method0(intern!(py, "data_ptr"))?.extract()?;
             let dtype = array.getattr(intern!(py, "dtype"))?;
             let contiguous = array.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?;
+            // A lazily negated view holds the un-negated values: it must never replay a plain tensor's launch.
+            let negated = array.call_method0(intern!(py, "is_neg"))?.is_truthy()?;
             let shape = array.getattr(intern!(py, "shape"))?;
             let shape = shape.downcast::<PyTuple>()?;
             key.extend([
                 device as u64,
                 dtype.as_ptr() as u64, // kept alive by the entry: never another object's address while it is
-                u64::from(contiguous),
+                u64::from(contiguous) | u64::from(negated) << 1,
                 address % 16,
                 shape.len() as u64,
             ]);
@@ -221,8 +230,12 @@ impl FastCalls {
         let library = self.library.get().expect("resolved by keyed");
         let mut outputs = Vec::with_capacity(entry.like.len());
         let mut addresses = Vec::with_capacity(entry.like.len());
-        for &input in &entry.like {
-            let output = library.empty_like.bind(py).call1((arrays.get_borrowed_item(input)?,))?;
+        for (input, shape) in &entry.like {
+            let like = arrays.get_borrowed_item(*input)?;
+            let output = match shape {
+                None => library.empty_like.bind(py).call1((like,))?,
+                Some(shape) => like.call_method1(intern!(py, "new_empty"), (shape.bind(py),))?,
+            };
             let address: u64 = output.call_method0(intern!(py, "data_ptr"))?.extract()?;
             if !address.is_multiple_of(16) {
                 return Ok(None); // the plan assumed 16-byte aligned outputs (a pluggable allocator may give less)
@@ -256,27 +269,40 @@ impl FastCalls {
         stream: u64,
         launch: Py<CheckedLaunch>,
         grid: (u32, u32, u32),
-        like: Vec<usize>,
-        layout: Vec<i64>,
+        like: Vec<(usize, Option<Py<PyTuple>>)>,
+        layout: Vec<Option<i64>>,
         tail: &Bound<'_, PyTuple>,
     ) -> PyResult<bool> {
         let count = launch.get().param_count();
-        if layout.len() + tail.len() != count {
+        let tails = layout.iter().filter(|source| source.is_none()).count();
+        if layout.len() != count || tails != tail.len() {
             return Err(PyValueError::new_err(format!(
-                "FastCalls.remember: {} layout entries and {} tail values for {count} parameters",
+                "FastCalls.remember: {} layout entries ({tails} of them tail) and {} tail values for {count} \
+                 parameters",
                 layout.len(),
                 tail.len()
             )));
         }
-        if let Some(&input) = like.iter().find(|&&i| i >= arrays.len()) {
+        if let Some((input, _)) = like
+            .iter()
+            .find(|(i, _)| *i >= arrays.len() || arrays.get_borrowed_item(*i).is_ok_and(|a| a.is_none()))
+        {
             return Err(PyValueError::new_err(format!(
                 "FastCalls.remember: no input {input} to allocate like"
             )));
         }
         let mut slots = Vec::with_capacity(count);
+        let mut values = tail.iter();
         for (k, &source) in layout.iter().enumerate() {
+            let Some(source) = source else {
+                let value = values.next().expect("counted above");
+                let mut bits = 0u64;
+                launch.get().pack_unchecked(k, &value, &mut bits)?;
+                slots.push(Slot::Value(bits));
+                continue;
+            };
             let slot = match usize::try_from(source) {
-                Ok(i) if i < arrays.len() => Slot::Input(i),
+                Ok(i) if i < arrays.len() && !arrays.get_borrowed_item(i)?.is_none() => Slot::Input(i),
                 Err(_) if ((-1 - source) as usize) < like.len() => Slot::Output((-1 - source) as usize),
                 _ => {
                     return Err(PyValueError::new_err(format!(
@@ -290,11 +316,6 @@ impl FastCalls {
                 )));
             }
             slots.push(slot);
-        }
-        for (k, value) in tail.iter().enumerate() {
-            let mut bits = 0u64;
-            launch.get().pack_unchecked(layout.len() + k, &value, &mut bits)?;
-            slots.push(Slot::Value(bits));
         }
         let Some((signature, _)) = self.keyed(py, arrays, scalars, Some(stream))? else {
             return Ok(false);

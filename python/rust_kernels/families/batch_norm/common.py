@@ -1,9 +1,8 @@
-"""What the BatchNorm2d NCHW ops share: argument checks, the eps a kernel receives, the per-channel statistics of
-the reference, test inputs."""
+"""What the BatchNorm2d NCHW ops share: argument checks (the scalars' and the arrays'), the problem they describe,
+the eps a kernel receives, and for verification the per-channel statistics of the reference and test inputs."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
 from rust_kernels.kernels import Kernel
 from rust_kernels.launch import check_backend
+from rust_kernels.runtime import Input, Problem, Scalar
 
 Shape4 = tuple[int, int, int, int]
 
@@ -55,30 +55,6 @@ def vector_mode(hw: int, dtype: str, alignment: int) -> int:
     return 0
 
 
-def placement(streamed: tuple[Any, ...], backend: str, device: int) -> tuple[int, int]:
-    """What a plan depends on besides the shape: the alignment (a power of two up to 16) the streamed arrays'
-    addresses share, and the SMs to fill (1 in the emulator)."""
-    from rust_kernels.driver import multiprocessor_count
-
-    alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
-    return alignment, 1 if backend == "host" else multiprocessor_count(device)
-
-
-def stream_of(backend: str, device: int, like: Any, stream: Any) -> int:
-    """The CUstream handle an op launches on: `stream`, or the current stream of `like`'s library (0 on the host,
-    whose launches run to completion)."""
-    from rust_kernels import driver
-
-    if backend == "host":
-        return 0
-    return driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
-
-
-def plan_key(kernel: Kernel) -> str:
-    """The dtype key a kernel runs on: its dtype, with f32 parameters for the mixed-precision variants."""
-    return f"{kernel.dtype}-f32" if kernel.name.endswith("_mixed") else kernel.dtype
-
-
 def check_inputs(
     x_name: str, shape: Shape4, same: dict[str, Any], per_channel: dict[str, Any], backend: str
 ) -> tuple[str, str]:
@@ -114,6 +90,58 @@ def check_eps(eps: object) -> float:
     if isinstance(eps, bool) or not isinstance(eps, int | float | np.floating | np.integer) or not eps >= 0:
         raise ArgumentError(f"eps: expected a non-negative number, got {eps!r}")
     return float(eps)
+
+
+def check_flag(name: str) -> Any:
+    def check(value: object) -> bool:
+        if not isinstance(value, bool):
+            raise ArgumentError(f"{name}: expected True or False, got {value!r}")
+        return value
+
+    return check
+
+
+def check_block(block_hw: object) -> int | None:
+    if block_hw is not None and (isinstance(block_hw, bool) or not isinstance(block_hw, int | np.integer)):
+        raise ArgumentError(f"block_hw: expected None or an int (a power of two), got {block_hw!r}")
+    return None if block_hw is None else int(block_hw)
+
+
+def check_momentum(momentum: object) -> float:
+    if isinstance(momentum, bool) or not isinstance(momentum, int | float | np.floating):
+        raise ArgumentError(f"momentum: expected a number, got {momentum!r}")
+    return float(momentum)
+
+
+EPS = Scalar("eps", 1e-5, check_eps, "float")
+BLOCK_HW = Scalar("block_hw", None, check_block, "int?")
+DETERMINISTIC = Scalar("deterministic", True, check_flag("deterministic"), "bool")
+TRAINING = Scalar("training", False, check_flag("training"), "bool")
+MOMENTUM = Scalar("momentum", 0.1, check_momentum, "float")
+STATISTICS = (Input("running_mean"), Input("running_var"))
+
+
+def describe(x_name: str, same: tuple[str, ...], per_channel: tuple[str, ...]) -> Any:
+    """An op's `describe`: x (NCHW) and the arrays shaped like it (`same`), the [C] arrays (`per_channel`), their
+    dtypes (check_inputs); the kernel arguments B, C, HW and eps. Runs on fake tensors too (torch.compile's
+    tracing): only shapes and dtypes are read."""
+
+    def problem(named: dict[str, Any], scalars: dict[str, Any], backend: str) -> Problem:
+        if scalars.get("training"):
+            raise NotImplementedError(TRAINING_LATER)
+        shape = nchw(x_name, named[x_name])
+        dtype, param = check_inputs(
+            x_name, shape, {n: named[n] for n in same}, {n: named[n] for n in per_channel}, backend
+        )
+        batches, channels, height, width = shape
+        if batches * height * width >= 2**32:
+            raise ArgumentError(
+                f"{x_name}: B * H * W = {batches * height * width} exceeds the kernels' 32-bit per-channel indexing"
+            )
+        values = {"B": batches, "C": channels, "HW": height * width, "eps": scalars["eps"]}
+        return Problem(shape, dtype, param, values, scalars)
+
+    return problem
 
 
 def kernel_eps(kernel: Kernel, eps: float) -> float:
@@ -158,13 +186,3 @@ TRAINING_LATER = (
     "training=True needs the training-mode kernels (batch statistics), a later step of rust_kernels; use eval mode "
     "(frozen running statistics), or torch.nn.functional.batch_norm for training"
 )
-
-
-def check_eval_mode(op: str, training: object, momentum: object = 0.1) -> None:
-    """The torch-native signatures take training and momentum; only eval mode runs here so far."""
-    if not isinstance(training, bool):
-        raise ArgumentError(f"training: expected True or False, got {training!r}")
-    if isinstance(momentum, bool) or not isinstance(momentum, int | float | np.floating):
-        raise ArgumentError(f"momentum: expected a number, got {momentum!r}")
-    if training:
-        raise NotImplementedError(f"{op}: {TRAINING_LATER}")

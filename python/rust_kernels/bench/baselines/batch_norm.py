@@ -1,0 +1,98 @@
+"""The BatchNorm2d NCHW eval ops' benchmarks: bytes moved and the baselines a user would pick instead."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from rust_kernels import ops
+from rust_kernels.bench.baselines import Baseline, register
+from rust_kernels.dtypes import DTYPES, activations
+
+EPS = 1e-5
+
+
+class Backward(Baseline):
+    family = "batch_norm_2d_nchw_backward"
+    bench_shapes = [(32, 256, 56, 56), (32, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
+                    (32, 1024, 14, 14), (128, 128, 56, 56), (32, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """Read dy and x, write dx."""
+        return 3 * math.prod(shape) * DTYPES[activations(dtype)].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+
+        import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+        dy, x, weight, mean, var = (tensors[n] for n in ("dy", "x", "weight", "running_mean", "running_var"))
+        # 0-element save_mean/save_invstd (train=False): PyTorch's CUDA kernel reads them in its accumulation type
+        # (float32 for bf16/f16 inputs, else the input's), its CPU kernel in the input's dtype.
+        acc = x.dtype if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32
+        empty = torch.empty(0, device=x.device, dtype=acc)
+        dx = torch.empty_like(x)
+
+        def torch_eager() -> Any:
+            return torch.ops.aten.native_batch_norm_backward(
+                dy, x, weight, mean, var, empty, empty, False, EPS, [True, True, True]
+            )
+
+        def maths(dy: Any, x: Any, weight: Any, mean: Any, var: Any) -> Any:
+            rstd = torch.rsqrt(var.float() + EPS)
+            xhat = (x.float() - mean.float()[:, None, None]) * rstd[:, None, None]
+            dyf = dy.float()
+            dx = (dyf * (weight.float() * rstd)[:, None, None]).to(x.dtype)
+            return dx, (dyf * xhat).sum((0, 2, 3)).to(x.dtype), dyf.sum((0, 2, 3)).to(x.dtype)
+
+        compiled = torch.compile(maths, dynamic=False)
+        op = ops.batch_norm_2d_nchw_backward
+        return {
+            "ours": lambda: op(dy, x, weight, mean, var, eps=EPS),
+            "ours_atomic": lambda: op(dy, x, weight, mean, var, eps=EPS, deterministic=False),
+            "ours_op": lambda: torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var),
+            "torch": torch_eager,
+            "compile": lambda: compiled(dy, x, weight, mean, var),
+            "bound": lambda: torch.add(x, dy, out=dx),
+        }
+
+
+class ForwardInference(Baseline):
+    family = "batch_norm_2d_nchw_forward_inference"
+    bench_shapes = [(32, 256, 56, 56), (64, 512, 28, 28), (32, 1024, 14, 14), (32, 2048, 7, 7),  # noqa: RUF012
+                    (8, 32, 8, 8)]  # fmt: skip
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """Read x, write y."""
+        return 2 * math.prod(shape) * DTYPES[activations(dtype)].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+
+        import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+        x, weight, bias, mean, var = (tensors[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
+        y = torch.empty_like(x)
+
+        def maths(x: Any, weight: Any, bias: Any, mean: Any, var: Any) -> Any:
+            scale = weight.float() * torch.rsqrt(var.float() + EPS)
+            return ((x.float() - mean.float()[:, None, None]) * scale[:, None, None] + bias.float()[:, None, None]).to(
+                x.dtype
+            )
+
+        compiled = torch.compile(maths, dynamic=False)
+        op = ops.batch_norm_2d_nchw_forward_inference
+        return {
+            "ours": lambda: op(x, weight, bias, mean, var, eps=EPS),
+            "ours_op": lambda: torch.ops.rust_kernels.batch_norm_2d_forward(
+                x, weight, bias, mean, var, False, 0.0, EPS
+            ),
+            "torch": lambda: torch.nn.functional.batch_norm(x, mean, var, weight, bias, False, 0.0, EPS),
+            "compile": lambda: compiled(x, weight, bias, mean, var),
+            "bound": lambda: torch.neg(x, out=y),
+        }
+
+
+register(Backward())
+register(ForwardInference())

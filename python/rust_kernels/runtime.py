@@ -1,0 +1,392 @@
+"""The op runtime: an op is declared, not hand-built. A declaration (`Op`) names the op's array inputs, its scalar
+arguments (each with its default and check), its outputs (allocated like which input), how a call's problem is
+described (the family's shape and dtype checks, and the kernel arguments they fix), and how a plan is chosen. The
+runtime does the rest, the same way for every op:
+
+- argument checks: arrays of one library, all on one device (as torch requires), the scalars' own checks;
+- the signature -> decision cache (the native fast path, `calls.fast_calls`): a decided signature is one native call;
+- allocation of outputs (like their input: shape, dtype, device and, for torch, memory format) and of workspaces;
+- binding: every kernel argument is found by name (`x_ptr` <- array `x`; `B` <- a value the problem or the plan
+  fixes), so an op's argument order is its kernels' spec, never restated;
+- the stream (the arrays' current stream by default), the launch and remembering it.
+
+An op that needs several launches with host steps between them (a collective, for SyncBatchNorm) is a function over
+several declared ops: each launch takes its op's fast path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from rust_kernels import arrays, calls
+from rust_kernels.errors import ArgumentError, ArgumentTypeError, RustKernelsError
+from rust_kernels.kernels import Kernel
+from rust_kernels.launch import check_backend, load
+
+RUNTIME_ARGUMENTS = ("backend", "stream", "plan")  # keyword-only arguments of every op
+
+
+@dataclass(frozen=True)
+class Input:
+    """An array argument. `optional`: may be None (then it binds no kernel argument); `mutated`: the op writes it
+    (torch schemas mark it)."""
+
+    name: str
+    optional: bool = False
+    mutated: bool = False
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar argument: its default, `check(value)` -> the value the op uses (raises ArgumentError naming it), and
+    its type in a torch schema ("float", "bool", "int?", ...)."""
+
+    name: str
+    default: Any
+    check: Callable[[Any], Any]
+    torch_type: str
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output, allocated with the dtype and device of input `like`: with its shape (and torch memory format)
+    where `shape` is None, else with `shape(problem)`. Where the problem has nothing to launch it is filled with
+    `empty_fill` (None: left empty)."""
+
+    name: str
+    like: str
+    shape: Callable[[Problem], tuple[int, ...]] | None = None
+    empty_fill: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """What a call computes, as the op's `describe` finds it: the primary input's shape, the activations' and the
+    parameters' dtypes, the kernel arguments it fixes (by name) and the checked scalars."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    param: str
+    values: Mapping[str, Any]
+    scalars: Mapping[str, Any]
+
+    @property
+    def empty(self) -> bool:
+        return math.prod(self.shape) == 0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What a plan depends on besides the problem: the alignment (a power of two up to 16) the op's streamed
+    arrays share and the SMs to fill (1 in the emulator)."""
+
+    alignment: int
+    sms: int
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Scratch memory bound to kernel argument `<name>_ptr`: `length` zeroed elements of `dtype`. The kernel leaves
+    it zeroed, so one per (library, device, stream) serves every launch on that stream (launches on one stream are
+    ordered)."""
+
+    name: str
+    dtype: str
+    length: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one call runs: a kernel instance, its grid, the kernel arguments the plan fixes (`values`, by name) and
+    its workspaces. Any op accepts a plan of its own kernels as `plan=`."""
+
+    kernel: Kernel
+    grid: tuple[int, int, int]
+    values: tuple[tuple[str, int | float], ...] = ()
+    workspaces: tuple[Workspace, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return " ".join([self.kernel.id, *(f"{name.lower()}={value}" for name, value in self.values)])
+
+    def value(self, name: str) -> int | float:
+        return dict(self.values)[name]
+
+
+@dataclass(eq=False)
+class Op:
+    """One op's declaration. `describe(arrays, scalars, backend)` checks the arrays (by name) and the checked scalars
+    and returns the Problem; `choose(problem, placement)` the plan; `aligned`: the arrays whose addresses the plans
+    care about; `kernels`: the kernel classes its plans use (a forced plan must use one). `torch`: register it as
+    torch.ops.rust_kernels.<name>, whose backward is `gradient`."""
+
+    name: str
+    doc: str
+    inputs: tuple[Input, ...]
+    scalars: tuple[Scalar, ...]
+    outputs: tuple[Output, ...]
+    describe: Callable[[dict[str, Any], dict[str, Any], str], Problem]
+    choose: Callable[[Problem, Placement], Plan]
+    kernels: tuple[type[Kernel], ...]
+    aligned: tuple[str, ...] = ()
+    torch: bool = False
+    gradient: Gradient | None = None
+    function: Callable[..., Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        names = [i.name for i in self.inputs] + [s.name for s in self.scalars] + [o.name for o in self.outputs]
+        if len(set(names)) != len(names) or set(names) & set(RUNTIME_ARGUMENTS):
+            raise RustKernelsError(
+                f"op {self.name}: argument and output names must be unique and not {RUNTIME_ARGUMENTS}"
+            )
+        inputs = {i.name for i in self.inputs}
+        for output in self.outputs:
+            if output.like not in inputs:
+                raise RustKernelsError(f"op {self.name}: output {output.name} is allocated like {output.like!r}, "
+                                       f"which is not an input")  # fmt: skip
+        self._fast = calls.fast_calls()
+        self._like = tuple((self._index(o.like), o.shape) for o in self.outputs)
+        self.function = _function(self)
+
+    def _index(self, name: str) -> int:
+        return [i.name for i in self.inputs].index(name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    # --- the checked path --------------------------------------------------------------------------------------
+    def problem(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...], backend: str, traced: bool = False
+                ) -> tuple[dict, Problem]:  # fmt: skip
+        """The named arrays and the Problem of a call, after every argument check (no launch, no allocation).
+        `traced`: torch's fake tensors (devices and shapes are checked, not the array library)."""
+        check_backend(backend)
+        named = dict(zip((i.name for i in self.inputs), arrays, strict=True))
+        check_arrays(self, named, backend, traced)
+        checked = {s.name: s.check(v) for s, v in zip(self.scalars, scalars, strict=True)}
+        return named, self.describe(named, checked, backend)
+
+    def allocate(self, named: dict[str, Any], problem: Problem) -> tuple[Any, ...]:
+        """The outputs, as the declaration allocates them (also the fake kernels' outputs)."""
+        out = []
+        for output in self.outputs:
+            like = named[output.like]
+            shape = None if output.shape is None else output.shape(problem)
+            if problem.empty and output.empty_fill is not None:
+                a = arrays.zeros(like, like.shape if shape is None else shape, arrays.dtype_name(like))
+                out.append(a if output.empty_fill == 0 else _filled(a, output.empty_fill))
+            else:
+                out.append(arrays.empty_like(like) if shape is None else arrays.empty(like, shape))
+        return tuple(out)
+
+    def plan_for(self, named: dict[str, Any], problem: Problem, backend: str, outputs: tuple[Any, ...] = ()) -> Plan:
+        """The op's own plan for these arrays (outputs not yet allocated are taken as 16-byte aligned, as every
+        library's allocator gives them)."""
+        by_name = named | dict(zip((o.name for o in self.outputs), outputs, strict=False))
+        streamed = [by_name[n] for n in self.aligned if by_name.get(n) is not None]
+        alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
+        return self.choose(problem, Placement(alignment, _sms(backend, device_of(named, backend))))
+
+    def call(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...], backend: str, stream: Any, plan: Any) -> Any:
+        """A call through every check (the generated function calls this where the fast path has no decision)."""
+        named, problem = self.problem(arrays, scalars, backend)
+        forced = plan is not None  # a forced plan is not remembered: the signature's decision is the op's own
+        if forced:
+            self._check_plan(plan, problem)
+        outputs = self.allocate(named, problem)
+        if problem.empty:  # nothing to launch
+            return self._result(outputs)
+        device = device_of(named, backend)
+        if plan is None:
+            plan = self.plan_for(named, problem, backend, outputs)
+        loaded = _loaded(plan.kernel, device, backend)
+        handle = _stream(backend, device, named[self.inputs[0].name], stream)
+        values, layout, tail = self._bind(plan, named, outputs, problem, device, handle)
+        loaded.launch(plan.grid, plan.kernel.block_dim, values, stream=handle)
+        if backend == "cuda" and loaded.checked is not None and not forced:
+            self._fast.remember(arrays, scalars, handle, loaded.checked, plan.grid, self._like_shapes(problem),
+                                layout, tail)  # fmt: skip
+        return self._result(outputs)
+
+    def fast(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...]) -> Any:
+        """The fast path alone, on the current stream: the outputs where the signature was decided before, else
+        None. For callers that would otherwise prepare the arguments first (rust_kernels.torch)."""
+        out = self._fast(arrays, scalars)
+        return None if out is None else self._result(out)
+
+    def _result(self, outputs: tuple[Any, ...]) -> Any:
+        return outputs[0] if len(self.outputs) == 1 else tuple(outputs)
+
+    def _like_shapes(self, problem: Problem) -> list[tuple[int, tuple[int, ...] | None]]:
+        return [(i, None if shape is None else tuple(shape(problem))) for i, shape in self._like]
+
+    def _check_plan(self, plan: object, problem: Problem) -> None:
+        if not isinstance(plan, Plan) or not isinstance(plan.kernel, self.kernels):
+            kinds = ", ".join(k.__name__ for k in self.kernels)
+            raise ArgumentError(f"plan: expected a rust_kernels.runtime.Plan of {kinds} (as the op's family lists "
+                                f"them), got {plan!r}")  # fmt: skip
+        if plan.kernel.dtype_key != _key(problem):
+            raise ArgumentError(f"plan: its kernel runs {plan.kernel.dtype_key}, the arrays are {_key(problem)}")
+
+    def _bind(self, plan: Plan, named: dict[str, Any], outputs: tuple[Any, ...], problem: Problem, device: int,
+              stream: int) -> tuple[list[Any], list[int | None], list[Any]]:  # fmt: skip
+        """The kernel's arguments, and for the fast path where each comes from: input i (i), output j (-1 - j) or
+        the next of the tail values (None)."""
+        values: list[Any] = []
+        layout: list[int | None] = []
+        tail: list[Any] = []
+        inputs = {i.name: k for k, i in enumerate(self.inputs)}
+        outs = {o.name: k for k, o in enumerate(self.outputs)}
+        spaces = {w.name: w for w in plan.workspaces}
+        fixed = dict(plan.values)
+        like = named[self.inputs[0].name]
+        for name, _ in plan.kernel.args:
+            key = name.removesuffix("_ptr")
+            if key in inputs and named[key] is not None:
+                values.append(named[key])
+                layout.append(inputs[key])
+                continue
+            if key in outs:
+                values.append(outputs[outs[key]])
+                layout.append(-1 - outs[key])
+                continue
+            if key in spaces:
+                value = _workspace(like, spaces[key], device, stream)
+            elif name in fixed:
+                value = fixed[name]
+            elif name in problem.values:
+                value = problem.values[name]
+            else:
+                raise RustKernelsError(
+                    f"op {self.name}: kernel argument {name} of {plan.kernel.name} is bound to "
+                    "nothing (no input, output, workspace, plan or problem value so named)"
+                )
+            values.append(value)
+            layout.append(None)
+            tail.append(value)
+        return values, layout, tail
+
+
+def _key(problem: Problem) -> str:
+    return problem.dtype if problem.param == problem.dtype else f"{problem.dtype}-{problem.param}"
+
+
+def _filled(a: Any, value: float) -> Any:
+    a[...] = value
+    return a
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """The autograd pairing of a torch op: its backward is op `backward`, called with each of its inputs and
+    scalars found by name among this op's inputs, outputs and scalars, or as the gradient of an output
+    (`grads`: backward input -> this op's output); `gives`: backward output -> the input it is the gradient of."""
+
+    backward: str
+    grads: Mapping[str, str]
+    gives: Mapping[str, str]
+
+
+# --- what every op shares ---------------------------------------------------------------------------------------------
+def check_arrays(op: Op, named: dict[str, Any], backend: str, traced: bool = False) -> None:
+    """Every input an array of a supported library (NumPy for the host emulator, PyTorch or CuPy on the GPU), all
+    on one device; optional ones may be None. A lazily negated or conjugated torch view is refused: its memory holds
+    other values than it reads as."""
+    first: tuple[str, Any] | None = None
+    for spec in op.inputs:
+        a = named[spec.name]
+        if a is None:
+            if spec.optional:
+                continue
+            raise ArgumentError(f"{spec.name}: expected an array, got None")
+        if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+            raise ArgumentTypeError(f"{spec.name}: expected an array, got {type(a).__name__}")
+        torch = arrays.is_torch(a)
+        if torch and (a.is_neg() or a.is_conj()):
+            raise ArgumentError(f"{spec.name}: a lazily negated or conjugated view: resolve it first "
+                                "(resolve_neg(), resolve_conj())")  # fmt: skip
+        where = arrays.device_name(a)
+        if not traced and backend == "host" and not isinstance(a, np.ndarray):
+            raise ArgumentTypeError(f"{spec.name}: expected a NumPy array for backend='host', got {type(a).__name__}")
+        if not traced and backend == "cuda" and not where.startswith("cuda"):
+            raise ArgumentError(f"{spec.name}: expected a CUDA array for backend='cuda', got one on {where}")
+        if first is None:
+            first = (spec.name, where)
+        elif where != first[1]:
+            raise ArgumentError(f"{spec.name}: expected an array on {first[1]} like {first[0]}, got one on {where}")
+
+
+def device_of(named: dict[str, Any], backend: str) -> int:
+    return 0 if backend == "host" else arrays.device_of(next(a for a in named.values() if a is not None))
+
+
+@cache
+def _sms(backend: str, device: int) -> int:
+    if backend == "host":
+        return 1
+    from rust_kernels.driver import multiprocessor_count
+
+    return multiprocessor_count(device)
+
+
+@cache
+def _loaded(kernel: Kernel, device: int, backend: str) -> Any:
+    return load(kernel, device=device, backend=backend)
+
+
+def _stream(backend: str, device: int, like: Any, stream: Any) -> int:
+    """The CUstream a call launches on: `stream`, or the current stream of `like`'s library (0 on the host, whose
+    launches run to completion)."""
+    from rust_kernels import driver
+
+    if backend == "host":
+        return 0
+    return driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
+
+
+# Workspaces per (library, device, stream, name, dtype): each grown to the longest asked for.
+_workspaces: dict[tuple, Any] = {}
+
+
+def _workspace(like: Any, space: Workspace, device: int, stream: int) -> Any:
+    if isinstance(like, np.ndarray):  # host: fresh and cheap
+        return arrays.zeros(like, space.length, space.dtype)
+    key = (type(like).__module__, device, stream, space.name, space.dtype)
+    held = _workspaces.get(key)
+    if held is None or held.shape[0] < space.length:
+        held = _workspaces[key] = arrays.zeros(like, space.length, space.dtype)
+    return held
+
+
+def _function(op: Op) -> Callable[..., Any]:
+    """The op as a Python function with its real signature: inputs, then scalars with their defaults, then the
+    keyword-only backend, stream and plan. A call with a decided signature takes the fast path at once."""
+    params = [f"{i.name}=None" if i.optional else i.name for i in op.inputs]
+    params += [f"{s.name}=_defaults[{k}]" for k, s in enumerate(op.scalars)]
+    names = ", ".join(i.name for i in op.inputs) + ","
+    scalars = ", ".join(s.name for s in op.scalars) + ("," if op.scalars else "")
+    result = "out[0]" if len(op.outputs) == 1 else "out"
+    source = (
+        f"def {op.name}({', '.join(params)}, *, backend='cuda', stream=None, plan=None):\n"
+        f"    arrays, scalars = ({names}), ({scalars})\n"
+        "    if backend == 'cuda' and plan is None:\n"
+        "        out = _fast(arrays, scalars, None if stream is None else _handle(stream))\n"
+        "        if out is not None:\n"
+        f"            return {result}\n"
+        "    return _call(arrays, scalars, backend, stream, plan)\n"
+    )
+    from rust_kernels.driver import stream_handle
+
+    namespace: dict[str, Any] = {"_defaults": tuple(s.default for s in op.scalars), "_fast": op._fast,
+                                 "_handle": stream_handle, "_call": op.call}  # fmt: skip
+    exec(compile(source, f"<rust_kernels op {op.name}>", "exec"), namespace)
+    function = namespace[op.name]
+    function.__doc__ = op.doc
+    function.__module__ = "rust_kernels.ops"
+    function.op = op  # type: ignore[attr-defined]
+    return function  # type: ignore[no-any-return]

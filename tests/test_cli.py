@@ -1,0 +1,153 @@
+"""The command line's contract (README, "Command line"): a usage or environment problem is one line `error: ...` on
+stderr and exit status 2 (argparse's usage message for a malformed option), 1 only when checks fail; `--help` lists
+every command with a full-sentence description."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from rust_kernels import check, cli, driver, fuzz, registry
+from rust_kernels.errors import ArgumentError
+
+COMMANDS = ["run", "build", "check", "bench", "sanitize", "fuzz"]
+NO_GPU = (False, "no usable CUDA driver or device (a test's stand-in)")
+
+
+def _one_error_line(err: str) -> str:
+    assert "Traceback" not in err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+@pytest.fixture
+def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(driver, "gpu_available", lambda: NO_GPU)
+
+
+# --- --help --------------------------------------------------------------------------------------------------------
+
+
+def _help(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per command: argparse wraps help to the terminal's width
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_describes_every_command_in_a_full_sentence(command, monkeypatch, capsys):
+    found = re.search(rf"^ +{command} {{2,}}(\S.*)$", _help(monkeypatch, capsys), re.MULTILINE)
+    assert found, f"{command} is not listed"
+    assert found[1][0].isupper() and found[1].endswith("."), found[1]
+
+
+def test_the_module_docstring_lists_the_same_commands(monkeypatch, capsys):
+    described = dict(re.findall(r"^ +(\w+) {2,}(\S.*)$", _help(monkeypatch, capsys), re.MULTILINE))
+    assert list(described) == COMMANDS
+    doc = " ".join(cli.__doc__.split())
+    for command, description in described.items():
+        assert f"{command} {description}" in doc, command
+
+
+# --- check -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(driver.gpu_available()[0], reason="a GPU is present")
+def test_check_without_a_gpu_is_one_error_line_and_exit_2_from_the_real_cli(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "rust_kernels", "check"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert _one_error_line(done.stderr).startswith("error: no GPU to check on (")
+    assert "use --backend host for the CPU emulator" in done.stderr
+
+
+def test_check_on_cuda_without_a_gpu_runs_nothing(no_gpu, monkeypatch, capsys):
+    monkeypatch.setattr(check, "run", lambda *_: pytest.fail("a check ran without a GPU"))
+    assert cli.main(["check", "--backend", "cuda"]) == 2
+    assert _one_error_line(capsys.readouterr().err) == (
+        f"error: no GPU to check on ({NO_GPU[1]}); use --backend host for the CPU emulator\n"
+    )
+
+
+def _result(error: str = "") -> check.Result:
+    return check.Result("family", "plan", "kernel", "f32", (1, 1, 1, 1), 0.0, 0.0, 0.5, 1.0, error)
+
+
+@pytest.mark.parametrize(("errors", "status"), [([""], 0), (["", "launch failed"], 1)])
+def test_check_exits_1_only_when_a_check_fails(errors, status, monkeypatch):
+    monkeypatch.setattr(check, "run", lambda *_: [_result(e) for e in errors])
+    assert cli.main(["check", "--backend", "host"]) == status
+
+
+def test_check_that_runs_nothing_is_one_error_line_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setattr(check, "run", lambda *_: [])
+    assert cli.main(["check", "--backend", "host"]) == 2
+    assert "no check ran" in _one_error_line(capsys.readouterr().err)
+
+
+def test_a_package_error_is_one_error_line_and_exit_2(monkeypatch, capsys):
+    def refuses(*_: object) -> list[check.Result]:
+        raise ArgumentError("family: no family 'nope'")
+
+    monkeypatch.setattr(check, "run", refuses)
+    assert cli.main(["check", "--backend", "host"]) == 2
+    assert _one_error_line(capsys.readouterr().err) == "error: family: no family 'nope'\n"
+
+
+# --- fuzz --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--seed", "-1"], "argument --seed: expected a non-negative integer, got -1"),
+        (["--seed", "x"], "argument --seed: invalid int value: 'x'"),
+        (["--cases", "0"], "argument --cases: expected a positive integer, got 0"),
+        (["--cases", "x"], "argument --cases: invalid int value: 'x'"),
+        (["--only", "-1"], "argument --only: expected a non-negative case index, got -1"),
+    ],
+)
+def test_fuzz_refuses_a_bad_option_by_name_with_exit_2(argv, expected, monkeypatch, capsys):
+    monkeypatch.setattr(fuzz, "fuzz", lambda *_: pytest.fail("fuzzed with a bad option"))
+    with pytest.raises(SystemExit) as info:
+        cli.main(["fuzz", "--backend", "host", *argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1] == f"python -m rust_kernels fuzz: error: {expected}"
+
+
+@pytest.mark.parametrize("seed", [0, 2**32 - 1, 2**64])  # NumPy's default_rng takes any non-negative integer
+def test_fuzz_takes_any_non_negative_seed(seed, monkeypatch):
+    ran = []
+    monkeypatch.setattr(registry, "families", lambda: [])  # the families are not what this tests
+    monkeypatch.setattr(fuzz, "fuzz", lambda families, backend, cases, seed, only: ran.append(seed) or (cases, 0))
+    assert cli.main(["fuzz", "--backend", "host", "--cases", "3", "--seed", str(seed)]) == 0
+    assert ran == [seed]
+
+
+def test_fuzz_on_cuda_without_a_gpu_is_one_error_line_and_exit_2(no_gpu, capsys):
+    assert cli.main(["fuzz", "--cases", "3"]) == 2
+    assert _one_error_line(capsys.readouterr().err).startswith("error: no GPU to fuzz on (")
+
+
+# --- bench -------------------------------------------------------------------------------------------------------
+
+
+def test_bench_without_a_gpu_is_one_error_line_and_exit_2(no_gpu, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(registry, "families", lambda: [])  # its options' choices only
+    assert cli.main(["bench", "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert _one_error_line(captured.err) == f"error: bench cannot run: no GPU: {NO_GPU[1]}\n"
+    assert captured.out == "" and not (tmp_path / "out").exists()
+
+
+def test_bench_refuses_a_malformed_count_by_name_with_exit_2(monkeypatch, capsys):
+    monkeypatch.setattr(registry, "families", lambda: [])
+    with pytest.raises(SystemExit) as info:
+        cli.main(["bench", "--reps", "x"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("argument --reps: expected an integer, got 'x'")
