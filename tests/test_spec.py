@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from rust_kernels import resources
-from rust_kernels.errors import SpecError
+from rust_kernels.errors import ArgumentError, SpecError
 from rust_kernels.spec import load_specs, parse_spec
 
 FAMILY = resources.codegen() / "batch_norm"
@@ -23,13 +23,9 @@ def test_the_catalogue_parses():
     assert names == [
         "batch_norm_2d_nchw_backward",
         "batch_norm_2d_nchw_backward_split",
-        "batch_norm_2d_nchw_backward_split_mixed",
         "batch_norm_2d_nchw_backward_warp",
-        "batch_norm_2d_nchw_backward_warp_mixed",
         "batch_norm_2d_nchw_forward_inference",
         "batch_norm_2d_nchw_forward_inference_flat",
-        "batch_norm_2d_nchw_forward_inference_flat_mixed",
-        "batch_norm_2d_nchw_forward_inference_mixed",
     ]
 
 
@@ -111,4 +107,31 @@ def test_bad_requirements_are_refused(tmp_path, requirement, message):
     if "message" not in requirement:
         message = "needs `check` and `message`"
     with pytest.raises(SpecError, match=message):
+        parse_spec(write(tmp_path, text))
+
+
+def test_a_parameter_dtype_is_a_spec_axis_not_a_copy():
+    """bf16/f16 activations with f32 parameters (autocast's pairing) are instances of the one spec: P is D or a
+    dtype of D's accumulation type; the ids and entry points say which."""
+    from rust_kernels.kernels import BatchNorm2dNchwBackwardSplit, instances
+
+    spec = BatchNorm2dNchwBackwardSplit.spec
+    assert [spec.params_for(d) for d in ("f32", "f64", "bf16", "f16")] == [
+        ("f32",), ("f64",), ("bf16", "f32"), ("f16", "f32")
+    ]  # fmt: skip
+    k = BatchNorm2dNchwBackwardSplit(128, 1, 1, dtype="bf16", param_dtype="f32")
+    assert k.id == "batch_norm_2d_nchw_backward_split__bf16-f32__128__1__1" and k.dtype_key == "bf16-f32"
+    assert dict(k.args)["weight_ptr"] == "*mut f32" and dict(k.args)["x_ptr"] == "*mut bf16"
+    assert "::<bf16, f32, 128, 1, 1>" in k.entry_point_source
+    assert "P: Float<Acc = D::Acc>" in k.kernel_source
+    assert BatchNorm2dNchwBackwardSplit(128, 1, 1, dtype="bf16") != k
+    with pytest.raises(ArgumentError, match=r"param_dtype: expected one of \['f64'\]"):
+        BatchNorm2dNchwBackwardSplit(128, 1, 1, dtype="f64", param_dtype="f32")
+    assert sum(i.dtype_key == "bf16-f32" for i in instances([BatchNorm2dNchwBackwardSplit])) == 3 * 3 * 2
+    assert not list(FAMILY.glob("*_mixed.toml"))
+
+
+def test_param_dtypes_need_a_p_argument(tmp_path):
+    text = GOOD.replace('dtypes = ["f32", "f64", "bf16", "f16"]', 'dtypes = ["bf16"]\nparam_dtypes = ["f32"]')
+    with pytest.raises(SpecError, match="param_dtypes is set but no argument has type P"):
         parse_spec(write(tmp_path, text))

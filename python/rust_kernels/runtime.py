@@ -368,11 +368,12 @@ def _function(op: Op) -> Callable[..., Any]:
     keyword-only backend, stream and plan. A call with a decided signature takes the fast path at once."""
     params = [f"{i.name}=None" if i.optional else i.name for i in op.inputs]
     params += [f"{s.name}=_defaults[{k}]" for k, s in enumerate(op.scalars)]
-    names = ", ".join(i.name for i in op.inputs) + ","
-    scalars = ", ".join(s.name for s in op.scalars) + ("," if op.scalars else "")
+    params += ["*", "backend='cuda'", "stream=None", "plan=None"]
+    names = "".join(f"{i.name}, " for i in op.inputs)
+    scalars = "".join(f"{s.name}, " for s in op.scalars)
     result = "out[0]" if len(op.outputs) == 1 else "out"
     source = (
-        f"def {op.name}({', '.join(params)}, *, backend='cuda', stream=None, plan=None):\n"
+        f"def {op.name}({', '.join(params)}):\n"
         f"    arrays, scalars = ({names}), ({scalars})\n"
         "    if backend == 'cuda' and plan is None:\n"
         "        out = _fast(arrays, scalars, None if stream is None else _handle(stream))\n"

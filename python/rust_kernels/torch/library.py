@@ -11,8 +11,8 @@ every op declared with `torch=True` becomes `torch.ops.rust_kernels.<name>` with
 - a fake kernel (torch.compile, export, the meta device): the op's own checks and allocation rule, no launch, so a
   traced call is refused exactly where a real one would be;
 - autograd from the declared pairing (`Gradient`): the backward op's arguments found by name among the forward's
-  inputs, outputs and scalars; a backward op refuses double backward, and forward-mode AD is refused by torch
-  (custom ops without a jvp) with its error naming the op.
+  inputs, outputs and scalars; a backward op refuses double backward; forward-mode AD (a dual tensor's tangent) is
+  refused with an error naming the op, never dropped.
 
 Inputs are made contiguous first (a copy for channels_last, slices, the expanded gradient of a `sum()`), lazily
 negated or conjugated views resolved; outputs are allocated as the declaration says.
@@ -20,10 +20,12 @@ negated or conjugated views resolved; outputs are allocated as the declaration s
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 
 from rust_kernels import arrays, registry
 from rust_kernels.errors import ArgumentError
@@ -45,13 +47,35 @@ def _check_devices(op: Op, args: tuple[Any, ...], device: str) -> None:
             raise ArgumentError(f"{spec.name}: expected a tensor on {device} like the others, got one on {a.device}")
 
 
-def run_cuda(op: Op, *args: Any) -> Any:
+def _bound(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Every argument of a call in the declaration's order (the dispatcher passes what the caller passed)."""
+    if not kwargs and len(args) == len(op.inputs) + len(op.scalars):
+        return args
+    bound = inspect.signature(op.function).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.arguments[name] for name in [*(i.name for i in op.inputs), *(s.name for s in op.scalars)])
+
+
+def _no_tangents(op: Op, args: tuple[Any, ...]) -> None:
+    """Forward-mode AD is not implemented by the operators: a dual tensor's tangent would be dropped silently."""
+    if forward_ad._current_level >= 0:
+        for spec, a in zip(op.inputs, args, strict=False):
+            if isinstance(a, torch.Tensor) and forward_ad.unpack_dual(a).tangent is not None:
+                raise NotImplementedError(f"rust_kernels::{op.name}: forward-mode AD is not implemented ({spec.name} "
+                                          "has a tangent)")  # fmt: skip
+
+
+def run_cuda(op: Op, *args: Any, **kwargs: Any) -> Any:
     """`op` on CUDA tensors: resolved and contiguous, on torch's current stream (the op's default)."""
+    args = _bound(op, args, kwargs)
+    _no_tangents(op, args)
     return op(*map(_resolved, args), backend="cuda")
 
 
-def run_host(op: Op, *args: Any) -> Any:
+def run_host(op: Op, *args: Any, **kwargs: Any) -> Any:
     """`op` on CPU tensors, in the host emulator."""
+    args = _bound(op, args, kwargs)
+    _no_tangents(op, args)
     _check_devices(op, args, "cpu")
     out = op(*(arrays.to_host(_resolved(a.detach())) if isinstance(a, torch.Tensor) else a for a in args),
              backend="host")  # fmt: skip
@@ -84,7 +108,8 @@ def schema(op: Op) -> str:
 def _fake(op: Op) -> Callable[..., Any]:
     inputs = len(op.inputs)
 
-    def fake(*args: Any) -> Any:
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        args = _bound(op, args, kwargs)
         arrays_, scalars = args[:inputs], args[inputs:]
         backend = "cuda" if arrays_[0].device.type == "cuda" else "host"
         named, problem = op.problem(arrays_, scalars, backend, traced=True)
@@ -142,8 +167,8 @@ def define(op: Op) -> None:
     """Defines `rust_kernels::<op.name>` with its CUDA, CPU and fake kernels."""
     qualified = f"{NAMESPACE}::{op.name}"
     _LIBRARY.define(op.name + schema(op))
-    _LIBRARY.impl(op.name, lambda *args: run_cuda(op, *args), "CUDA")
-    _LIBRARY.impl(op.name, lambda *args: run_host(op, *args), "CPU")
+    _LIBRARY.impl(op.name, lambda *args, **kwargs: run_cuda(op, *args, **kwargs), "CUDA")
+    _LIBRARY.impl(op.name, lambda *args, **kwargs: run_host(op, *args, **kwargs), "CPU")
     torch.library.register_fake(qualified, _fake(op), lib=_LIBRARY)
 
 

@@ -23,13 +23,11 @@ PLAIN = (Tensor, torch.nn.Parameter)
 
 
 def _eager(tensors: tuple[Tensor, ...]) -> bool:
-    """Whether batch_norm_2d may call the ops' kernels directly: plain CPU or CUDA tensors, run eagerly, no forward
-    AD level open (a dual tensor's tangent would be dropped; the operator refuses forward AD by name)."""
+    """Whether batch_norm_2d may call the ops' kernels directly: plain CPU or CUDA tensors, run eagerly."""
     x = tensors[0]
     return (
         all(type(t) in PLAIN for t in tensors)
         and (x.is_cuda or x.is_cpu)
-        and forward_ad._current_level < 0
         and not torch.compiler.is_compiling()
         and not torch._C._are_functorch_transforms_active()
         and not torch.jit.is_tracing()
@@ -44,15 +42,41 @@ def _forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, runn
 
 
 class _EagerBatchNorm2d(torch.autograd.Function):
-    """batch_norm_2d's eager path: the forward and backward ops' kernels under a plain autograd.Function."""
+    """batch_norm_2d's eager path: the forward and backward ops' kernels under a plain autograd.Function, with the
+    forward-mode derivative (jvp) too."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                 eps: float) -> Tensor:  # fmt: skip
         y = _forward(x, weight, bias, running_mean, running_var, eps)
         ctx.save_for_backward(x, weight, running_mean, running_var)
+        ctx.save_for_forward(x, weight, running_mean, running_var)
         ctx.eps = eps
         return y
+
+    @staticmethod
+    def jvp(ctx: Any, dx: Tensor | None, dweight: Tensor | None, dbias: Tensor | None, dmean: Tensor | None,
+            dvar: Tensor | None, _: Any) -> Tensor:  # fmt: skip
+        """y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps): its directional derivative. The x term
+        (dx * rstd * weight) runs our forward kernel; the others, per channel, torch's ops."""
+        x, weight, mean, var = ctx.saved_tensors
+        zero = torch.zeros_like(mean)
+        out = torch.zeros_like(x) if dx is None else _forward(dx, weight, zero, zero, var, ctx.eps)
+        out = out.to(torch.promote_types(x.dtype, weight.dtype))
+        rstd = torch.rsqrt(var + ctx.eps)
+
+        def channel(t: Tensor) -> Tensor:
+            return t[None, :, None, None]
+
+        if dweight is not None:
+            out += (x - channel(mean)) * channel(rstd * dweight)
+        if dbias is not None:
+            out += channel(dbias)
+        if dmean is not None:
+            out -= channel(dmean * rstd * weight)
+        if dvar is not None:
+            out -= (x - channel(mean)) * channel(0.5 * weight * rstd**3 * dvar)
+        return out.to(x.dtype)
 
     @staticmethod
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
@@ -83,8 +107,13 @@ def batch_norm_2d(
     if bias is None:
         bias = torch.zeros_like(running_mean)
     tensors = (x, weight, bias, running_mean, running_var)
+    interpreter = torch._C._functorch.peek_interpreter_stack()
+    if interpreter is not None and interpreter.key() == torch._C._functorch.TransformType.Jvp:
+        raise NotImplementedError("rust_kernels.torch.batch_norm_2d: torch.func.jvp is not implemented (forward-mode "
+                                  "AD through torch.autograd.forward_ad is)")  # fmt: skip
     if _eager(tensors):
-        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+        if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries their tangents
             return _EagerBatchNorm2d.apply(*tensors, eps)
         return _forward(*tensors, eps)
     return _ops.batch_norm_2d_forward(*tensors, False, 0.0, eps)[0]
