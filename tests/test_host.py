@@ -38,22 +38,25 @@ def test_every_family_has_host_cases():
 
 @pytest.mark.parametrize("block_hw", [64, 128, 512])
 def test_every_block_size_runs(block_hw):
-    result = check.check_one(BACKWARD, plans.seed(block_hw, "f32"), (3, 2, 7, 9), "host")
+    result = check.check_one(BACKWARD, plans.seed(2, block_hw, "f32"), (3, 2, 7, 9), "host")
     assert result.passed, result
 
 
 def test_split_plan_in_every_mode_and_block():
     for kernel in instances():
         if kernel.name == "batch_norm_2d_nchw_backward_split" and kernel.dtype == "f32":
-            result = check.check_one(BACKWARD, plans.Plan(kernel, 2), (2, 3, 4, 8), "host")
+            k = kernel
+            plan = plans.split(3, k.block_hw, k.vectorized, k.deterministic, k.dtype, k.param_dtype, 2)
+            result = check.check_one(BACKWARD, plan, (2, 3, 4, 8), "host")
             assert result.passed, (kernel, result)
 
 
 def test_split_results_are_bit_identical_run_to_run_when_deterministic():
     data = inputs((3, 4, 8, 8), "f32")
-    kernel = plans.choose((3, 4, 8, 8), "f32", 16, 1, deterministic=True).kernel
-    first = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plans.Plan(kernel, 5))
-    again = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plans.Plan(kernel, 5))
+    k = plans.plan((3, 4, 8, 8), "f32", "f32", 16, 1, deterministic=True).kernel
+    plan = plans.split(4, k.block_hw, k.vectorized, k.deterministic, "f32", "f32", 5)
+    first = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan)
+    again = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan)
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
 
 

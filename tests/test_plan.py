@@ -54,4 +54,4 @@ def test_per_channel_indexing_limit():
     x, per_channel = array((2**16, 1, 2**8, 2**8)), array((1,))
     named = {"dy": x, "x": x, "weight": per_channel, "running_mean": per_channel, "running_var": per_channel}
     with pytest.raises(ArgumentError, match=r"B \* H \* W = 4294967296 exceeds"):
-        plans.DESCRIBE(named, {"eps": 1e-5, "deterministic": True}, "cuda")
+        plans.NCHW.describe(named, {"eps": 1e-5, "deterministic": True}, "cuda")

@@ -1,6 +1,7 @@
 """Property-based tests: random cases of every registered family, drawn by hypothesis from rust_kernels.fuzz's
-distribution (shapes with zero-size dimensions, H*W = 1, primes; dtypes; eps; misaligned and channels-last inputs;
-the op's own plan and every plan of the family's), against the float64 references and the families' tolerances.
+distribution (each family's shape space with zero-size dimensions; dtypes; scalars; misaligned inputs and the layouts
+the family refuses; the op's own plan and every plan of the family's), against the float64 references and the families'
+tolerances.
 
 The "ci" profile (default) runs a fixed set of examples in the host emulator; HYPOTHESIS_PROFILE=gpu runs many fresh
 ones on the GPU (see conftest.py)."""
@@ -43,7 +44,7 @@ def test_random_cases_match_the_reference_or_are_refused_as_they_must(family, da
 @given(data=st.data())
 def test_the_op_runs_the_plan_its_family_says_it_chooses(family, data):
     """The plan `choose` names (the reference and tolerances follow it) is the one the op launches: same bits."""
-    case = dataclasses.replace(data.draw(cases(family), label="case"), channels_last=False)
+    case = dataclasses.replace(data.draw(cases(family), label="case"), layout=family.layouts[0])
     inputs = family.inputs(case.shape, case.dtype, case.seed)
     placed = {name: check.placed(a, BACKEND, case.offset) for name, a in inputs.items()}
     own = family.run(None, placed, BACKEND)
@@ -52,11 +53,13 @@ def test_the_op_runs_the_plan_its_family_says_it_chooses(family, data):
         assert np.array_equal(arrays.to_host(a).view(np.uint8), arrays.to_host(b).view(np.uint8)), case
 
 
-@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
-@pytest.mark.parametrize("dim", range(4), ids=["B=0", "C=0", "H=0", "W=0"])
+ZERO_DIMS = [(f, dim) for f in FAMILIES for dim in range(len(f.spaces[BACKEND].dims))]
+
+
+@pytest.mark.parametrize(("family", "dim"), ZERO_DIMS, ids=lambda v: v.name if isinstance(v, Family) else f"dim{v}=0")
 def test_zero_size_dimensions_give_empty_outputs_and_zero_sums(family, dim):
-    """As PyTorch: dx (y) of an empty batch is empty and dweight, dbias are zeros."""
-    shape = tuple(0 if i == dim else n for i, n in enumerate((2, 3, 5, 7)))
+    """As PyTorch: outputs shaped like an empty input are empty, sums over it (dweight, dbias) are zeros."""
+    shape = tuple(0 if i == dim else n for i, n in enumerate(family.suites["host"][1]))
     for dtype in family.dtypes:
         inputs = family.inputs(shape, dtype)
         data = {name: check.placed(a, BACKEND) for name, a in inputs.items()}
@@ -66,9 +69,12 @@ def test_zero_size_dimensions_give_empty_outputs_and_zero_sums(family, dim):
         assert all(o.dtype in storage and not np.any(o.astype(np.float64)) for o in outputs)
 
 
-@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
-def test_channels_last_inputs_are_refused(family):
-    case = fuzz.Case(family, (2, 3, 4, 5), "f32", None, None, 0, True, 0)
+REFUSED = [(f, layout) for f in FAMILIES for layout in f.layouts if not layout.accepted]
+
+
+@pytest.mark.parametrize(("family", "layout"), REFUSED, ids=lambda v: v.name)
+def test_layouts_the_family_refuses_are_refused(family, layout):
+    case = fuzz.Case(family, family.suites["host"][1], "f32", None, (), 0, layout, 0)
     result, why = fuzz.run_case(case, BACKEND)
     assert not why and "contiguous" in result.error
 
@@ -79,7 +85,7 @@ def test_channels_last_inputs_are_refused(family):
 def test_vectorized_plans_refuse_misaligned_inputs_and_the_op_picks_a_pack_that_fits(dtype, offset):
     """dy and x start `offset` elements past a 64-byte boundary: a 16- or 8-byte pack that does not divide that is
     refused by the kernel's launch precondition, one that does runs; the op's own choice always fits."""
-    family, shape = backward.FAMILY, (2, 3, 4, 8)
+    family, shape = registry.family(backward.NCHW.name), (2, 3, 4, 8)
     misaligned_by = offset * DTYPES[dtype].size
     inputs = family.inputs(shape, dtype, seed=1)
     data = {name: check.placed(a, BACKEND, offset) for name, a in inputs.items()}
@@ -105,10 +111,12 @@ def test_the_same_seed_draws_the_same_cases():
 
 
 def test_cuda_cases_stay_within_their_element_budget_and_cover_the_space():
-    drawn = [c for _, c in zip(range(2000), fuzz.draws(FAMILIES, "cuda", 5), strict=False)]
-    assert max(np.prod(c.shape) for c in drawn) <= 2 ** fuzz.SPACES["cuda"].max_log2_elements
-    assert any(0 in c.shape for c in drawn) and any(c.shape[2] * c.shape[3] == 1 for c in drawn)
-    assert any(c.channels_last for c in drawn) and any(c.offset for c in drawn) and any(c.plan is None for c in drawn)
+    drawn = [c for _, c in zip(range(3000), fuzz.draws(FAMILIES, "cuda", 5), strict=False)]
+    assert all(np.prod(c.shape) <= 2 ** c.family.spaces["cuda"].max_log2_elements for c in drawn)
+    assert all(len(c.shape) == len(c.family.spaces["cuda"].dims) for c in drawn)
+    assert any(0 in c.shape for c in drawn) and any(c.offset for c in drawn) and any(c.plan is None for c in drawn)
+    assert any(c.layout is not c.family.layouts[0] for c in drawn)
+    assert any(len(c.shape) == 4 and c.shape[2] * c.shape[3] == 1 for c in drawn)  # H*W = 1 (BatchNorm2d)
     assert {c.family.name for c in drawn} == {f.name for f in FAMILIES}
 
 

@@ -79,7 +79,7 @@ def test_a_declaration_binds_kernel_arguments_by_name_and_says_what_is_unbound()
     from rust_kernels.families.batch_norm import common
 
     def describe(named, scalars, backend):
-        problem = forward.DESCRIBE(named, scalars, backend)
+        problem = forward.NCHW.describe(named, scalars, backend)
         return Problem(problem.shape, problem.dtype, problem.param, {"C": problem.shape[1], "eps": 1e-5}, scalars)
 
     op = Op(name="user_forward", doc="", inputs=forward.ARRAYS, scalars=(common.EPS,),
@@ -224,9 +224,8 @@ def test_forward_mode_ad_carries_the_tangent_or_is_refused_by_name():
     torch.testing.assert_close(tangents[0], tangents[1], rtol=1e-5, atol=1e-6)
     refused = pytest.raises(NotImplementedError, match="batch_norm_2d_forward: forward-mode AD is not implemented")
     with forward_ad.dual_level(), refused:  # the operator itself: refused, never a dropped tangent
-        if True:
-            torch.ops.rust_kernels.batch_norm_2d_forward(forward_ad.make_dual(x, v), ours.weight, ours.bias,
-                                                         ours.running_mean, ours.running_var)  # fmt: skip
+        torch.ops.rust_kernels.batch_norm_2d_forward(forward_ad.make_dual(x, v), ours.weight, ours.bias,
+                                                     ours.running_mean, ours.running_var)  # fmt: skip
     with pytest.raises(NotImplementedError, match=r"torch\.func\.jvp is not implemented"):
         torch.func.jvp(ours, (x,), (v,))
 

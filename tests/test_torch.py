@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="the rust_kernels[torch] tests need 
 import rust_kernels.torch as rk_torch  # noqa: E402 (after the skip)
 from rust_kernels import ArgumentError, arrays, registry  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
-from rust_kernels.families.batch_norm import common  # noqa: E402
+from rust_kernels.families.batch_norm import common, forward  # noqa: E402
 from rust_kernels.torch import library  # noqa: E402
 
 F = torch.nn.functional
@@ -191,7 +191,7 @@ def test_the_eager_path_gives_the_operators_results_and_gradients(monkeypatch):
         if any(needs):
             y.backward(t["dy"])
             want.backward(t["dy"])
-        direct = [c[0].__name__ for c in calls if "_nchw_" in c[0].__name__]
+        direct = [c[0].name for c in calls if "_nchw_" in c[0].name]
         want_direct = ["batch_norm_2d_nchw_forward_inference", "batch_norm_2d_nchw_backward"][: 1 + any(needs)]
         assert direct == want_direct  # (the operators run the torch-native signatures, batch_norm_2d_forward, ...)
         for a, b in zip(ours, theirs, strict=True):
@@ -334,7 +334,7 @@ def test_converted_model_trains_with_torch_and_evaluates_with_ours(monkeypatch):
     monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))  # eager calls run the op directly
 
     def ours_ran() -> int:  # (the operator's own calls run batch_norm_2d_forward)
-        return sum(c[0] is FORWARD.ops["batch_norm_2d_nchw_forward_inference"] for c in seen)
+        return sum(c[0] is forward.NCHW for c in seen)
 
     ours.eval(), theirs.eval()
     h = ours[0](x)

@@ -32,6 +32,13 @@ def device_of(a: Any) -> int:
     raise ArgumentTypeError(f"expected a PyTorch or CuPy CUDA array, got {type(a).__name__}")
 
 
+def is_contiguous(a: Any) -> bool:
+    """Whether an array of any supported library is C-contiguous."""
+    if is_torch(a):
+        return bool(a.is_contiguous())
+    return bool(a.flags.c_contiguous)
+
+
 def device_name(a: Any) -> str:
     """Where an array lives, as PyTorch names devices: "cpu" (NumPy), "cuda:N", "meta", ..."""
     if isinstance(a, np.ndarray):

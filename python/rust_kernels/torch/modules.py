@@ -107,15 +107,16 @@ def batch_norm_2d(
     if bias is None:
         bias = torch.zeros_like(running_mean)
     tensors = (x, weight, bias, running_mean, running_var)
-    interpreter = torch._C._functorch.peek_interpreter_stack()
-    if interpreter is not None and interpreter.key() == torch._C._functorch.TransformType.Jvp:
-        raise NotImplementedError("rust_kernels.torch.batch_norm_2d: torch.func.jvp is not implemented (forward-mode "
-                                  "AD through torch.autograd.forward_ad is)")  # fmt: skip
     if _eager(tensors):
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
         if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries their tangents
             return _EagerBatchNorm2d.apply(*tensors, eps)
         return _forward(*tensors, eps)
+    if not torch.compiler.is_compiling() and torch._C._are_functorch_transforms_active():
+        interpreter = torch._C._functorch.peek_interpreter_stack()
+        if interpreter is not None and interpreter.key() == torch._C._functorch.TransformType.Jvp:
+            raise NotImplementedError("rust_kernels.torch.batch_norm_2d: torch.func.jvp is not implemented "
+                                      "(forward-mode AD through torch.autograd.forward_ad is)")  # fmt: skip
     return _ops.batch_norm_2d_forward(*tensors, False, 0.0, eps)[0]
 
 

@@ -84,7 +84,11 @@ def choose(problem: Problem, placement: Placement) -> Plan:
 ARRAYS = (Input("dy"), Input("x"), Input("weight"), *common.STATISTICS)
 OUTPUTS = (Output("dx", like="x"), Output("dweight", like="weight", empty_fill=0.0),
            Output("dbias", like="weight", empty_fill=0.0))  # fmt: skip
-DESCRIBE = common.describe("x", ("x", "dy"), ("weight", "running_mean", "running_var"))
+ARGUMENTS = (
+    "x",
+    ("x", "dy"),
+    ("weight", "running_mean", "running_var"),
+)  # x, the arrays shaped like it, the per-channel ones
 
 NCHW = Op(
     name="batch_norm_2d_nchw_backward",
@@ -99,7 +103,7 @@ NCHW = Op(
     inputs=ARRAYS,
     scalars=(common.EPS, common.BLOCK_HW, common.DETERMINISTIC),
     outputs=OUTPUTS,
-    describe=DESCRIBE,
+    describe=common.describe("batch_norm_2d_nchw_backward", *ARGUMENTS),
     choose=choose,
     kernels=KERNELS,
     aligned=("dy", "x", "dx"),
@@ -113,7 +117,7 @@ NATIVE = Op(
     inputs=(*ARRAYS, Input("save_mean", optional=True), Input("save_invstd", optional=True)),
     scalars=(common.TRAINING, common.EPS, common.DETERMINISTIC),
     outputs=OUTPUTS,
-    describe=DESCRIBE,
+    describe=common.describe("batch_norm_2d_backward", *ARGUMENTS),
     choose=choose,
     kernels=KERNELS,
     aligned=("dy", "x", "dx"),

@@ -121,14 +121,14 @@ MOMENTUM = Scalar("momentum", 0.1, check_momentum, "float")
 STATISTICS = (Input("running_mean"), Input("running_var"))
 
 
-def describe(x_name: str, same: tuple[str, ...], per_channel: tuple[str, ...]) -> Any:
-    """An op's `describe`: x (NCHW) and the arrays shaped like it (`same`), the [C] arrays (`per_channel`), their
+def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str, ...]) -> Any:
+    """Op `op`'s `describe`: x (NCHW) and the arrays shaped like it (`same`), the [C] arrays (`per_channel`), their
     dtypes (check_inputs); the kernel arguments B, C, HW and eps. Runs on fake tensors too (torch.compile's
     tracing): only shapes and dtypes are read."""
 
     def problem(named: dict[str, Any], scalars: dict[str, Any], backend: str) -> Problem:
         if scalars.get("training"):
-            raise NotImplementedError(TRAINING_LATER)
+            raise NotImplementedError(f"{op}: {TRAINING_LATER}")
         shape = nchw(x_name, named[x_name])
         dtype, param = check_inputs(
             x_name, shape, {n: named[n] for n in same}, {n: named[n] for n in per_channel}, backend

@@ -56,7 +56,11 @@ def choose(problem: Problem, placement: Placement) -> Plan:
 
 # --- the ops ----------------------------------------------------------------------------------------------------------
 ARRAYS = (Input("x"), Input("weight"), Input("bias"), *common.STATISTICS)
-DESCRIBE = common.describe("x", ("x",), ("weight", "bias", "running_mean", "running_var"))
+ARGUMENTS = (
+    "x",
+    ("x",),
+    ("weight", "bias", "running_mean", "running_var"),
+)  # x, the arrays shaped like it, the per-channel ones
 
 
 def _empty(problem: Problem) -> tuple[int, ...]:
@@ -72,7 +76,7 @@ NCHW = Op(
     inputs=ARRAYS,
     scalars=(common.EPS, common.BLOCK_HW),
     outputs=(Output("y", like="x"),),
-    describe=DESCRIBE,
+    describe=common.describe("batch_norm_2d_nchw_forward_inference", *ARGUMENTS),
     choose=choose,
     kernels=KERNELS,
     aligned=("x", "y"),
@@ -90,7 +94,7 @@ NATIVE = Op(
         Output("save_mean", like="running_mean", shape=_empty),
         Output("save_invstd", like="running_mean", shape=_empty),
     ),
-    describe=DESCRIBE,
+    describe=common.describe("batch_norm_2d_forward", *ARGUMENTS),
     choose=choose,
     kernels=KERNELS,
     aligned=("x", "y"),
