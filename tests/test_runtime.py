@@ -236,3 +236,20 @@ def test_channels_last_inputs_go_to_torch_and_keep_their_format():
     y = ours(x)
     assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
     torch.testing.assert_close(y, theirs(x))
+
+
+def test_workspaces_are_kept_per_kernel_instance_and_stream():
+    """A deterministic split leaves its partials behind; an atomic split needs zeros: they never share a workspace
+    (the device path; on the host each launch gets fresh zeros)."""
+    from rust_kernels import runtime
+
+    like = torch.zeros(1)  # a torch tensor: the reused-workspace path, as on the GPU
+    atomic, ordered = (backward.split(4, 128, 0, det, "f32", "f32", 3) for det in (0, 1))
+    (space,) = [w for w in ordered.workspaces if w.name == "workspace"]
+    first = runtime._workspace(like, ordered.kernel, space, 0, 7)
+    assert runtime._workspace(like, ordered.kernel, space, 0, 7) is first
+    assert runtime._workspace(like, atomic.kernel, space, 0, 7) is not first
+    assert runtime._workspace(like, ordered.kernel, space, 0, 8) is not first  # another stream
+    bigger = runtime.Workspace(space.name, space.dtype, space.length * 2)
+    grown = runtime._workspace(like, ordered.kernel, bigger, 0, 7)
+    assert grown.shape[0] == bigger.length and not grown.any()

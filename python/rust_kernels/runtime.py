@@ -56,13 +56,13 @@ class Scalar:
 @dataclass(frozen=True)
 class Output:
     """An output, allocated with the dtype and device of input `like`: with its shape (and torch memory format)
-    where `shape` is None, else with `shape(problem)`. Where the problem has nothing to launch it is filled with
-    `empty_fill` (None: left empty)."""
+    where `shape` is None, else with `shape(problem)`. `sum`: it sums over the input, so where the problem is empty
+    (nothing to launch) it is zeros, as PyTorch gives it."""
 
     name: str
     like: str
     shape: Callable[[Problem], tuple[int, ...]] | None = None
-    empty_fill: float | None = None
+    sum: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,8 +93,9 @@ class Placement:
 @dataclass(frozen=True)
 class Workspace:
     """Scratch memory bound to kernel argument `<name>_ptr`: `length` zeroed elements of `dtype`. The kernel leaves
-    it zeroed, so one per (library, device, stream) serves every launch on that stream (launches on one stream are
-    ordered)."""
+    it as its next launch needs it (zeroed), so one per (kernel instance, library, device, stream) serves every launch
+    of that instance on that stream (launches on one stream are ordered). Instances do not share one: what one leaves
+    behind (a deterministic split's partials) is not what another expects (an atomic split's zeros)."""
 
     name: str
     dtype: str
@@ -177,9 +178,8 @@ class Op:
         for output in self.outputs:
             like = named[output.like]
             shape = None if output.shape is None else output.shape(problem)
-            if problem.empty and output.empty_fill is not None:
-                a = arrays.zeros(like, like.shape if shape is None else shape, arrays.dtype_name(like))
-                out.append(a if output.empty_fill == 0 else _filled(a, output.empty_fill))
+            if problem.empty and output.sum:
+                out.append(arrays.zeros(like, like.shape if shape is None else shape, arrays.dtype_name(like)))
             else:
                 out.append(arrays.empty_like(like) if shape is None else arrays.empty(like, shape))
         return tuple(out)
@@ -210,7 +210,7 @@ class Op:
         loaded.launch(plan.grid, plan.kernel.block_dim, values, stream=handle)
         if backend == "cuda" and loaded.checked is not None and not forced:
             self._fast.remember(arrays, scalars, handle, loaded.checked, plan.grid, self._like_shapes(problem),
-                                layout, tail)  # fmt: skip
+                                layout, tuple(tail))  # fmt: skip
         return self._result(outputs)
 
     def fast(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...]) -> Any:
@@ -256,7 +256,7 @@ class Op:
                 layout.append(-1 - outs[key])
                 continue
             if key in spaces:
-                value = _workspace(like, spaces[key], device, stream)
+                value = _workspace(like, plan.kernel, spaces[key], device, stream)
             elif name in fixed:
                 value = fixed[name]
             elif name in problem.values:
@@ -274,11 +274,6 @@ class Op:
 
 def _key(problem: Problem) -> str:
     return problem.dtype if problem.param == problem.dtype else f"{problem.dtype}-{problem.param}"
-
-
-def _filled(a: Any, value: float) -> Any:
-    a[...] = value
-    return a
 
 
 @dataclass(frozen=True)
@@ -349,14 +344,14 @@ def _stream(backend: str, device: int, like: Any, stream: Any) -> int:
     return driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
 
 
-# Workspaces per (library, device, stream, name, dtype): each grown to the longest asked for.
+# Workspaces per (kernel instance, library, device, stream, name, dtype): each grown to the longest asked for.
 _workspaces: dict[tuple, Any] = {}
 
 
-def _workspace(like: Any, space: Workspace, device: int, stream: int) -> Any:
+def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream: int) -> Any:
     if isinstance(like, np.ndarray):  # host: fresh and cheap
         return arrays.zeros(like, space.length, space.dtype)
-    key = (type(like).__module__, device, stream, space.name, space.dtype)
+    key = (kernel, type(like).__module__, device, stream, space.name, space.dtype)
     held = _workspaces.get(key)
     if held is None or held.shape[0] < space.length:
         held = _workspaces[key] = arrays.zeros(like, space.length, space.dtype)

@@ -82,8 +82,8 @@ def choose(problem: Problem, placement: Placement) -> Plan:
 
 # --- the ops ----------------------------------------------------------------------------------------------------------
 ARRAYS = (Input("dy"), Input("x"), Input("weight"), *common.STATISTICS)
-OUTPUTS = (Output("dx", like="x"), Output("dweight", like="weight", empty_fill=0.0),
-           Output("dbias", like="weight", empty_fill=0.0))  # fmt: skip
+OUTPUTS = (Output("dx", like="x"), Output("dweight", like="weight", sum=True),
+           Output("dbias", like="weight", sum=True))  # fmt: skip
 ARGUMENTS = (
     "x",
     ("x", "dy"),
