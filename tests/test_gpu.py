@@ -9,7 +9,11 @@ from rust_kernels.kernels import BatchNorm2dNchwBackward
 pytestmark = pytest.mark.gpu
 
 CASES = [
-    (f, p, s) for f in registry.families() for s in f.suites["cuda"][:4] for d in f.dtypes for p in f.plans("cuda", s, d)
+    (f, p, s)
+    for f in registry.families()
+    for s in f.suites["cuda"][:4]
+    for d in f.dtypes
+    for p in f.plans("cuda", s, d)
 ]
 BACKWARD = registry.family("batch_norm_2d_nchw_backward")
 NAMES = ("dy", "x", "weight", "running_mean", "running_var")

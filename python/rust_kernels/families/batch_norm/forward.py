@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Any
 
 from rust_kernels.errors import ArgumentError
 from rust_kernels.families.batch_norm import common
@@ -56,48 +57,40 @@ def choose(problem: Problem, placement: Placement) -> Plan:
 
 # --- the ops ----------------------------------------------------------------------------------------------------------
 ARRAYS = (Input("x"), Input("weight"), Input("bias"), *common.STATISTICS)
-ARGUMENTS = (
-    "x",
-    ("x",),
-    ("weight", "bias", "running_mean", "running_var"),
-)  # x, the arrays shaped like it, the per-channel ones
 
 
 def _empty(problem: Problem) -> tuple[int, ...]:
     return (0,)
 
 
-NCHW = Op(
+def _op(name: str, **declared: Any) -> Op:
+    """An op of these kernels and plans: the NCHW op and its torch-native signature differ in the rest alone."""
+    describe = common.describe(name, "x", ("x",), ("weight", "bias", "running_mean", "running_var"))
+    return Op(name=name, inputs=ARRAYS, describe=describe, choose=choose, kernels=KERNELS, aligned=("x", "y"),
+              **declared)  # fmt: skip
+
+
+NCHW = _op(
     name="batch_norm_2d_nchw_forward_inference",
     doc="""y = (x - running_mean) * rstd * weight + bias over NCHW `x`, per channel, with frozen statistics. The
     parameters and statistics share x's dtype, or are f32 with bf16/f16 x (torch.autocast's pairing); y has x's.
     The plan streams the tensor in packs; `block_hw` runs the original kernel with that CTA size instead. Launches
     go to `stream`, by default the current stream of the arrays' library.""",
-    inputs=ARRAYS,
     scalars=(common.EPS, common.BLOCK_HW),
     outputs=(Output("y", like="x"),),
-    describe=common.describe("batch_norm_2d_nchw_forward_inference", *ARGUMENTS),
-    choose=choose,
-    kernels=KERNELS,
-    aligned=("x", "y"),
 )
 
-NATIVE = Op(
+NATIVE = _op(
     name="batch_norm_2d_forward",
     doc="""(y, save_mean, save_invstd), as torch.ops.aten.native_batch_norm for NCHW x. Eval mode (frozen running
     statistics): save_mean and save_invstd are empty, as PyTorch returns them in eval mode. training=True raises
     NotImplementedError until the training-mode kernels land.""",
-    inputs=ARRAYS,
     scalars=(common.TRAINING, common.MOMENTUM, common.EPS),
     outputs=(
         Output("y", like="x"),
         Output("save_mean", like="running_mean", shape=_empty),
         Output("save_invstd", like="running_mean", shape=_empty),
     ),
-    describe=common.describe("batch_norm_2d_forward", *ARGUMENTS),
-    choose=choose,
-    kernels=KERNELS,
-    aligned=("x", "y"),
     torch=True,
     gradient=Gradient(
         "batch_norm_2d_backward", grads={"dy": "y"}, gives={"dx": "x", "dweight": "weight", "dbias": "bias"}
