@@ -133,12 +133,12 @@ def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
     if arch == HOST:
         with step(f"built {kernel.id} for the host emulator"):
             _cargo(toolchain, crate, target_dir, None, None)
-        out[HOST_LIBRARY] = (target_dir / "release" / f"lib{package}.so").read_bytes()
+        out[HOST_LIBRARY] = _output(toolchain, target_dir / "release" / f"lib{package}.so").read_bytes()
     else:
         sysroot = toolchain.sysroot(arch)
         with step(f"built {kernel.id} for {arch}"):
             _cargo(toolchain, crate, target_dir, arch, sysroot)
-        ptx = (target_dir / TARGET / "release" / f"{package}.ptx").read_text()
+        ptx = _output(toolchain, target_dir / TARGET / "release" / f"{package}.ptx").read_text()
         _check_ptx(kernel, ptx, crate)
         ptx = _with_directives(kernel, ptx)
         out["kernel.ptx"] = ptx.encode()
@@ -156,6 +156,14 @@ def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
         "generator": __version__,
     }
     return kcache.write_entry(key, out, meta)
+
+
+def _output(toolchain: Toolchain, path: Path) -> Path:
+    """What cargo must have written; its absence (a cargo that is not cargo) is a BuildError, not a traceback."""
+    if not path.is_file():
+        raise BuildError(f"{toolchain.cargo} reported success but wrote no {path.name} (expected at {path}); is it "
+                         "cargo? (RUST_KERNELS_CARGO)")  # fmt: skip
+    return path
 
 
 def _cargo(toolchain: Toolchain, crate: Path, target_dir: Path, arch: str | None, sysroot: Path | None) -> None:

@@ -1,36 +1,78 @@
 """Rendering: spec + Jinja2 templates -> Rust source (kernel body and entry point) and the kernel crates built from
-it. Everything that turns a spec into Rust text lives here."""
+it. Everything that turns a spec into Rust text lives here.
+
+Templates render in a sandboxed Jinja2 environment (no attribute walks to Python internals), each loader scoped to
+its directory (a name or a symlink that resolves outside it is not found). A kernel's own templates are its spec's
+directory; the package's shared ones (entry point, crates, reductions) are reachable only under the reserved prefix
+`rust_kernels/` (`{% from "rust_kernels/reduce.rs.j2" import block_sum %}`), which no user template can shadow. A
+kernel body is rendered per instance: it sees `spec`, `dtype` (the dtype key, "bf16-f32"), `param` and every const
+by name. Template errors are SpecErrors naming the template file and line; generated Rust may not read files at
+build time (`include!`, `include_str!`, `include_bytes!`, `#[path]`): they would escape the kernel's directory and
+its cache key.
+"""
 
 from __future__ import annotations
 
+import re
+import sys
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment
 
 from rust_kernels import resources
-from rust_kernels.spec import KernelSpec
+from rust_kernels.errors import SpecError
+from rust_kernels.spec import SHARED_PREFIX, KernelSpec
 from rust_kernels.version import __version__
 
 if TYPE_CHECKING:
     from rust_kernels.kernels import Kernel
 
+FILE_READS = re.compile(r"\binclude(?:_str|_bytes)?\s*!|#\s*\[\s*path\b")
+
+
+class ScopedLoader(jinja2.FileSystemLoader):
+    """One directory's templates and nothing outside it: a name that resolves elsewhere (`..`, a symlink) is refused."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        source, filename, uptodate = super().get_source(environment, template)
+        root = Path(self.searchpath[0]).resolve()
+        if not Path(filename).resolve().is_relative_to(root):
+            raise jinja2.TemplateNotFound(f"{template} (it resolves to {Path(filename).resolve()}, outside {root})")
+        return source, filename, uptodate
+
 
 @cache
 def environment(directory: Path | None = None) -> jinja2.Environment:
-    """Templates of a spec directory (the kernel bodies) over the shared ones (entry point, crates, reductions)."""
-    search = [resources.templates()] if directory is None else [directory, resources.templates()]
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(search),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=False,
-        autoescape=False,
-    )
+    """The shared templates under their reserved prefix, then (for a kernel body) its spec's directory."""
+    shared = jinja2.PrefixLoader({SHARED_PREFIX.rstrip("/"): ScopedLoader(resources.templates())})
+    loader = shared if directory is None else jinja2.ChoiceLoader([shared, ScopedLoader(directory)])
+    return SandboxedEnvironment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=False,
+                                autoescape=False)  # fmt: skip
+
+
+def _template_error(err: jinja2.TemplateError, where: str) -> SpecError:
+    """A Jinja error in template terms: the template file and line, from the error or the template's frames."""
+    filename, line = getattr(err, "filename", None), getattr(err, "lineno", None)
+    if filename is None:
+        tb = sys.exc_info()[2]
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if name.endswith(".j2"):
+                filename, line = name, tb.tb_lineno
+            tb = tb.tb_next
+    place = f"{filename}:{line}" if filename else where
+    return SpecError(f"{place}: {type(err).__name__}: {err.message or err}")
 
 
 def _render(template: str, directory: Path | None = None, **context: object) -> str:
-    return environment(directory).get_template(template).render(version=__version__, **context).strip() + "\n"
+    try:
+        text = environment(directory).get_template(template).render(version=__version__, **context)
+    except jinja2.TemplateError as err:
+        raise _template_error(err, template) from None
+    return text.strip() + "\n"
 
 
 def _params(spec: KernelSpec, dtype: str | None, param: str | None = None) -> str:
@@ -38,16 +80,23 @@ def _params(spec: KernelSpec, dtype: str | None, param: str | None = None) -> st
     return ", ".join(f"{a.name}: {a.generic if dtype is None else a.concrete(dtype, param)}" for a in spec.args)
 
 
-@cache
-def kernel_source(spec: KernelSpec) -> str:
-    """The kernel function: generic in the dtype D and in the spec's consts."""
-    return _render("kernel.rs.j2", spec.directory, spec=spec, params_generic=_params(spec, None))
+def kernel_source(spec: KernelSpec, dtype: str, param: str, consts: dict[str, int]) -> str:
+    """The kernel function of one instance: generic in the dtype D (and P) and in the spec's consts, its body
+    rendered with the instance's dtype key and consts in the context."""
+    key = dtype if param == dtype else f"{dtype}-{param}"
+    source = _render(f"{SHARED_PREFIX}kernel.rs.j2", spec.directory, spec=spec, params_generic=_params(spec, None),
+                     dtype=key, param=param, **consts)  # fmt: skip
+    read = FILE_READS.search(source)
+    if read:
+        raise SpecError(f"{spec.directory / spec.template}: the generated kernel reads a file at build time "
+                        f"({read.group(0)!r}): everything a kernel uses must come from its templates")  # fmt: skip
+    return source
 
 
 def entry_point_source(spec: KernelSpec, dtype: str, param: str, const_values: tuple[int, ...]) -> str:
     """The `#[kernel] #[no_mangle] extern "C"` wrapper of one instance."""
     return _render(
-        "entry_point.rs.j2",
+        f"{SHARED_PREFIX}entry_point.rs.j2",
         spec=spec,
         entry_point=f"{spec.name}_entry_point",
         params_concrete=_params(spec, dtype, param),
@@ -71,6 +120,10 @@ def crate_files(kernel: Kernel, package: str, target: str) -> dict[str, str]:
         "target": target,
         "entry_point": kernel.entry_point_name(),
     }
-    files = {name: _render(template, **context) for name, template in CRATE_TEMPLATES.items() if name != "lib.rs"}
-    files["lib.rs"] = _render(CRATE_TEMPLATES["lib.rs"], source=kernel.source, **context)
+    files = {
+        name: _render(SHARED_PREFIX + template, **context)
+        for name, template in CRATE_TEMPLATES.items()
+        if name != "lib.rs"
+    }
+    files["lib.rs"] = _render(SHARED_PREFIX + CRATE_TEMPLATES["lib.rs"], source=kernel.source, **context)
     return files

@@ -71,9 +71,10 @@ class Kernel:
         """Readable identifier: name, dtype key and const values joined by "__" (not the cache key)."""
         return "__".join([self.name, self.dtype_key, *map(str, self.const_values)])
 
-    @property
+    @cached_property
     def kernel_source(self) -> str:
-        return codegen.kernel_source(self.spec)
+        consts = {c.name: v for c, v in zip(self.spec.consts, self.const_values, strict=True)}
+        return codegen.kernel_source(self.spec, self.dtype, self.param_dtype, consts)
 
     @cached_property
     def entry_point_source(self) -> str:

@@ -37,6 +37,8 @@ class Program:
         self.classes = kernel_classes(load_specs(self.directory))
 
     def __getitem__(self, name: str) -> type[Kernel]:
+        if not isinstance(name, str):
+            raise ArgumentError(f"name: expected a kernel name (a str), got {name!r}")
         cls = self.classes.get(name) or self.classes.get(class_name(name))
         if cls is None:
             known = sorted(c.spec.name for c in self.classes.values())
@@ -96,5 +98,7 @@ def compile(kernel: Kernel, target: str = "ptx", arch: str | None = None) -> Obj
         raise ArgumentError(f"kernel: expected a kernel descriptor (Program.kernel(...)), got {type(kernel).__name__}")
     if target not in TARGETS:
         raise ArgumentError(f"target: expected one of {list(TARGETS)}, got {target!r}")
+    if target == "ptx" and arch == builder.HOST:
+        raise ArgumentError("arch: 'host' is not a GPU arch; the emulator is a target: compile(kernel, target='host')")
     where = builder.HOST if target == "host" else builder.resolve_target(arch)
     return ObjectCode(kernel, target, where, builder.cached_entry(kernel, where))

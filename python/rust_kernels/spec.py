@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from pathlib import Path
 from types import CodeType
 
 from rust_kernels.dtypes import DTYPES, SCALARS
-from rust_kernels.errors import SpecError
+from rust_kernels.errors import ArgumentError, SpecError
 
 ACC = "A"  # in a spec's types: the dtype's accumulation type (D::Acc)
 PARAM = "P"  # in a spec's types: the parameters' dtype, D or one sharing D's accumulation type (param_dtypes)
@@ -27,6 +28,15 @@ SNAKE = re.compile(r"[a-z_][a-z0-9_]*")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONST = re.compile(r"[A-Z][A-Z0-9_]*")
 MAX_CONST_VALUES = 4096  # a const enumerates its values (catalogue instances, checks): keep that bounded
+MAX_INSTANCES = 65536  # per spec: dtypes x parameter dtypes x every const's values (each may be built)
+SHARED_PREFIX = "rust_kernels/"  # the package's shared templates, which no kernel's own template can shadow
+CONST_RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "usize": (0, 2**64 - 1)}
+# A const becomes the descriptor attribute of its lower-cased name: it may not be one the descriptor has already.
+RESERVED_FIELDS = frozenset(
+    """args block_dim const_values dtype dtype_info dtype_key entry_point_name entry_point_source grid_dim id
+    kernel_source name param_dtype shared_mem_bytes source source_sha256 spec""".split()
+)
+PRECONDITION_NAMES = frozenset({"DSIZE"})  # names preconditions see besides the arguments and consts
 # Rust keywords (strict and reserved) are not identifiers; Python's are checked too since names become attributes.
 RUST_KEYWORDS = frozenset(
     """as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move
@@ -107,9 +117,16 @@ class Requirement:
     code: tuple[CodeType, CodeType]
 
     def holds(self, names: Mapping[str, int | float]) -> bool:
+        """Whether the precondition holds for these values; arithmetic that fails (a modulo by zero) is an
+        ArgumentError naming the precondition and the values it read."""
         when, check = self.code
         scope = {"__builtins__": {}}
-        return not eval(when, scope, names) or bool(eval(check, scope, names))
+        try:
+            return not eval(when, scope, names) or bool(eval(check, scope, names))
+        except ArithmeticError as err:
+            used = {n: names[n] for code in self.code for n in code.co_names if n in names}
+            raise ArgumentError(f"precondition {self.check!r} (when {self.when!r}) cannot be evaluated with {used}: "
+                                f"{err}") from None  # fmt: skip
 
 
 _EXPRESSION_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.Compare, ast.BinOp, ast.UnaryOp, ast.Not,
@@ -201,6 +218,8 @@ def _const(path: Path, raw: object) -> ConstSpec:
     name = _identifier(path, "const", raw.get("name"), CONST)
     if name in GENERIC_NAMES:
         raise _fail(path, f"const {name!r} clashes with the kernel's dtype parameters {sorted(GENERIC_NAMES)}")
+    if name.lower() in RESERVED_FIELDS:
+        raise _fail(path, f"const {name!r} would replace the descriptor's attribute {name.lower()!r}: rename it")
     if "max" not in raw:
         raise _fail(path, f"const {name} needs a max (its values are enumerated)")
     const = ConstSpec(
@@ -213,8 +232,10 @@ def _const(path: Path, raw: object) -> ConstSpec:
     )
     if const.type not in ("u32", "i32", "usize"):
         raise _fail(path, f"const {name} has type {const.type!r}; expected u32, i32 or usize")
-    if const.type != "i32" and const.min < 0:
-        raise _fail(path, f"const {name}: min {const.min} is negative for the unsigned type {const.type}")
+    low, high = CONST_RANGES[const.type]
+    if not low <= const.min <= const.max <= high:
+        raise _fail(path, f"const {name}: min {const.min} and max {const.max} must satisfy {low} <= min <= max <= "
+                    f"{high} (the range of {const.type})")  # fmt: skip
     if const.max - const.min >= MAX_CONST_VALUES and not const.power_of_two:
         raise _fail(path, f"const {name} spans {const.max - const.min + 1} values; at most {MAX_CONST_VALUES}")
     if not const.values():
@@ -271,6 +292,8 @@ def _template(path: Path, value: object) -> str:
     file = (directory / value).resolve()
     if not file.is_relative_to(directory):
         raise _fail(path, f"template {value!r} lies outside the spec's directory {directory}")
+    if value.startswith(SHARED_PREFIX):
+        raise _fail(path, f"template {value!r}: the prefix {SHARED_PREFIX!r} is reserved for the shared templates")
     if not file.is_file():
         raise _fail(path, f"template {value!r} not found in {directory}")
     return file.relative_to(directory).as_posix()
@@ -307,6 +330,8 @@ def parse_spec(path: Path) -> KernelSpec:
         raise _fail(path, "argument and const names must be unique")
     if GENERIC_NAMES & set(names):
         raise _fail(path, f"names {sorted(GENERIC_NAMES & set(names))} clash with the kernel's dtype parameters")
+    if PRECONDITION_NAMES & set(names):
+        raise _fail(path, f"names {sorted(PRECONDITION_NAMES & set(names))} are reserved for the preconditions")
     if params and not any(a.type in (PARAM, f"*mut {PARAM}") for a in args):
         raise _fail(path, "param_dtypes is set but no argument has type P or *mut P")
 
@@ -314,8 +339,11 @@ def parse_spec(path: Path) -> KernelSpec:
     shared = _int(path, "shared_accumulators_per_warp", raw.get("shared_accumulators_per_warp", 0))
     if shared < 0:
         raise _fail(path, f"shared_accumulators_per_warp must not be negative, got {shared}")
-    known = {*names, "DSIZE"}
+    known = {*names, *PRECONDITION_NAMES}
     requires = tuple(_requirement(path, r, known) for r in raw.get("requires", []))
+    count = len(dtypes) * (1 + len(params)) * math.prod(len(c.values()) for c in consts)
+    if count > MAX_INSTANCES:
+        raise _fail(path, f"its dtypes and consts make up to {count} instances; at most {MAX_INSTANCES} per spec")
     return KernelSpec(
         name=name,
         template=template,

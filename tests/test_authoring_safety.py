@@ -1,0 +1,184 @@
+"""Hostile or mistaken specs and templates (the authoring issue's defects), each refused with an error naming the
+file or argument, before anything runs: sandboxed and scoped templates, nothing read from outside a kernel's
+directory, reserved names, ranges, bounds."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rust_kernels
+from rust_kernels import ArgumentError, SpecError, codegen, resources
+from rust_kernels.kernels import BatchNorm2dNchwBackward, Kernel
+from rust_kernels.spec import RESERVED_FIELDS
+
+SPEC = """name = "user_scale"
+template = "user_scale.rs.j2"
+doc = "y = x * 2"
+dtypes = ["f32"]
+grid = ["*", 1, 1]
+block = ["BLOCK", 1, 1]
+
+[[consts]]
+name = "BLOCK"
+max = 256
+power_of_two = true
+
+[[args]]
+name = "x_ptr"
+type = "*mut D"
+[[args]]
+name = "y_ptr"
+type = "*mut D"
+output = true
+[[args]]
+name = "N"
+type = "i32"
+"""
+BODY = """let i = thread::index_1d() as usize;
+if i < N as usize {
+    y_ptr.store(i, D::from_acc(x_ptr.load(i).to_acc() + x_ptr.load(i).to_acc()));
+}
+"""
+
+
+def program(tmp_path: Path, body: str = BODY, spec: str = SPEC) -> rust_kernels.Program:
+    (tmp_path / "user_scale.toml").write_text(spec)
+    (tmp_path / "user_scale.rs.j2").write_text(body)
+    return rust_kernels.Program(tmp_path)
+
+
+def source(tmp_path: Path, body: str, spec: str = SPEC) -> str:
+    return program(tmp_path, body, spec).kernel("user_scale", 64).source
+
+
+def test_templates_are_sandboxed(tmp_path):
+    marker = tmp_path / "ran"
+    body = "{{ cycler.__init__.__globals__.os.system('touch " + str(marker) + "') }}\n" + BODY
+    with pytest.raises(SpecError, match=r"user_scale\.rs\.j2.*SecurityError"):
+        source(tmp_path, body)
+    assert not marker.exists()
+
+
+def test_an_include_may_not_leave_the_kernels_directory(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("SECRET")
+    (tmp_path / "kernel").mkdir()
+    os.symlink(outside, tmp_path / "kernel" / "linked.rs.j2")
+    with pytest.raises(SpecError, match=r"user_scale\.rs\.j2:1: TemplateNotFound: linked\.rs\.j2"):
+        source(tmp_path / "kernel", '{% include "linked.rs.j2" %}\n' + BODY)
+    with pytest.raises(SpecError, match="TemplateNotFound"):
+        source(tmp_path / "kernel", '{% include "../outside.txt" %}\n' + BODY)
+
+
+@pytest.mark.parametrize("read", ['include_bytes!("/etc/hostname")', 'include_str!("x")', 'include!("y.rs")',
+                                  '#[path = "/tmp/x.rs"] mod m;'])  # fmt: skip
+def test_generated_rust_may_not_read_files_at_build_time(tmp_path, read):
+    with pytest.raises(SpecError, match="reads a file at build time"):
+        source(tmp_path, f"let _ = {read};\n" + BODY if "!" in read else read + "\n" + BODY)
+
+
+def test_a_user_template_cannot_shadow_the_packages(tmp_path):
+    """A kernel directory's own kernel.rs.j2 or reduce.rs.j2 is its own: the shared ones live under rust_kernels/."""
+    (tmp_path / "kernel.rs.j2").write_text("HIJACKED")
+    (tmp_path / "reduce.rs.j2").write_text("{% macro block_sum() %}HIJACKED{% endmacro %}")
+    text = source(tmp_path, '{%- from "rust_kernels/reduce.rs.j2" import block_sum -%}\n' + BODY)
+    assert "HIJACKED" not in text and "pub unsafe fn user_scale<D: Float, const BLOCK: u32>" in text
+    spec = SPEC.replace('template = "user_scale.rs.j2"', 'template = "rust_kernels/reduce.rs.j2"')
+    (tmp_path / "rust_kernels").mkdir()
+    (tmp_path / "rust_kernels" / "reduce.rs.j2").write_text(BODY)
+    with pytest.raises(SpecError, match="the prefix 'rust_kernels/' is reserved"):
+        program(tmp_path, BODY, spec)
+
+
+def test_an_edited_template_takes_effect_in_the_same_process(tmp_path):
+    first = source(tmp_path, BODY)
+    second = source(tmp_path, BODY.replace("+ x_ptr", "* x_ptr"))
+    assert first != second and "to_acc() * x_ptr" in second
+
+
+def test_templates_see_the_instance(tmp_path):
+    text = source(tmp_path, "// {{ dtype }} {{ param }} BLOCK={{ BLOCK }}\n" + BODY)
+    assert "// f32 f32 BLOCK=64" in text
+
+
+@pytest.mark.parametrize(("body", "line"), [("{% if %}\n", 1), (BODY + "{{ missing_name }}\n", 5)])
+def test_template_errors_name_the_file_and_line(tmp_path, body, line):
+    with pytest.raises(SpecError, match=rf"user_scale\.rs\.j2:{line}: (TemplateSyntaxError|UndefinedError)"):
+        source(tmp_path, body)
+
+
+@pytest.mark.parametrize("name", ["SHARED_MEM_BYTES", "BLOCK_DIM", "ARGS", "GRID_DIM", "ENTRY_POINT_NAME", "ID",
+                                  "NAME", "SOURCE", "SPEC", "DTYPE", "KERNEL_SOURCE"])  # fmt: skip
+def test_a_const_may_not_replace_a_descriptor_attribute(tmp_path, name):
+    spec = SPEC + f'\n[[consts]]\nname = "{name}"\nmax = 4\n'
+    with pytest.raises(SpecError, match=rf"const '{name}' would replace the descriptor's attribute"):
+        program(tmp_path, BODY, spec)
+
+
+def test_the_reserved_names_are_every_descriptor_attribute():
+    public = {n for n in dir(Kernel) if not n.startswith("_")}
+    assert public <= RESERVED_FIELDS
+    k = BatchNorm2dNchwBackward(block_hw=32)
+    assert {
+        n for n in vars(k) if not n.startswith("_") and n not in {c.field for c in k.spec.consts}
+    } <= RESERVED_FIELDS
+
+
+@pytest.mark.parametrize(
+    ("const", "message"),
+    [
+        ('name = "N2"\ntype = "u32"\nmax = 1099511627776', r"max <= 4294967295 \(the range of u32\)"),
+        ('name = "N2"\ntype = "i32"\nmin = -3000000000\nmax = 1', r"-2147483648 <= min"),
+    ],
+)
+def test_const_ranges_are_checked_against_their_rust_type(tmp_path, const, message):
+    with pytest.raises(SpecError, match=message):
+        program(tmp_path, BODY, SPEC + f"\n[[consts]]\n{const}\n")
+
+
+def test_an_argument_may_not_take_a_precondition_name(tmp_path):
+    with pytest.raises(SpecError, match=r"\['DSIZE'\] are reserved for the preconditions"):
+        program(tmp_path, BODY, SPEC + '\n[[args]]\nname = "DSIZE"\ntype = "i32"\n')
+
+
+def test_instances_per_spec_are_bounded(tmp_path):
+    consts = "".join(f'\n[[consts]]\nname = "K{i}"\nmin = 0\nmax = 4095\n' for i in range(4))
+    with pytest.raises(SpecError, match=r"make up to \d+ instances; at most 65536 per spec"):
+        program(tmp_path, BODY, SPEC + consts)
+
+
+def test_a_precondition_that_cannot_be_evaluated_names_itself(tmp_path):
+    spec = SPEC + '\n[[args]]\nname = "M"\ntype = "i32"\n\n[[requires]]\ncheck = "N % M == 0"\nmessage = "whole"\n'
+    k = program(tmp_path, BODY, spec).kernel("user_scale", 64)
+    with pytest.raises(ArgumentError, match=r"precondition 'N % M == 0' .* cannot be evaluated with .*'M': 0"):
+        k.spec.requires[0].holds({"N": 8, "M": 0})
+
+
+def test_a_program_is_indexed_by_name(tmp_path):
+    with pytest.raises(ArgumentError, match="name: expected a kernel name"):
+        program(tmp_path)[5]
+
+
+def test_host_is_a_target_not_an_arch(tmp_path):
+    with pytest.raises(ArgumentError, match="arch: 'host' is not a GPU arch"):
+        rust_kernels.compile(program(tmp_path).kernel("user_scale", 64), arch="host")
+
+
+def test_a_cargo_that_builds_nothing_is_a_build_error(tmp_path):
+    script = ("import rust_kernels\nfrom rust_kernels.kernels import BatchNorm2dNchwBackward\n"
+              "rust_kernels.compile(BatchNorm2dNchwBackward(block_hw=64), target='host')\n")  # fmt: skip
+    env = os.environ | {"RUST_KERNELS_CARGO": "/bin/true", "RUST_KERNELS_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 1
+    assert "BuildError: /bin/true reported success but wrote no librk_" in done.stderr
+
+
+def test_the_package_templates_render_unchanged():
+    """The shared templates moved under their prefix; the catalogue's generated source is as it was."""
+    assert codegen.environment(None).get_template("rust_kernels/entry_point.rs.j2") is not None
+    assert (resources.templates() / "reduce.rs.j2").is_file()
+    k = BatchNorm2dNchwBackward(block_hw=256)
+    assert "pub unsafe fn batch_norm_2d_nchw_backward<D: Float, const BLOCK_HW: u32>(" in k.kernel_source
