@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import rust_kernels
-from rust_kernels import ArgumentError, SpecError, codegen, resources
+from rust_kernels import ArgumentError, SpecError, codegen, driver, resources
 from rust_kernels.kernels import BatchNorm2dNchwBackward, Kernel
 from rust_kernels.spec import RESERVED_FIELDS
 
@@ -182,3 +182,25 @@ def test_the_package_templates_render_unchanged():
     assert (resources.templates() / "reduce.rs.j2").is_file()
     k = BatchNorm2dNchwBackward(block_hw=256)
     assert "pub unsafe fn batch_norm_2d_nchw_backward<D: Float, const BLOCK_HW: u32>(" in k.kernel_source
+
+
+def test_one_kernel_protocol_the_emulator_prepares_too(tmp_path):
+    import numpy as np
+
+    fn = rust_kernels.compile(program(tmp_path).kernel("user_scale", 64), target="host").get_kernel()
+    x, y = np.arange(100, dtype=np.float32), np.zeros(100, np.float32)
+    launch = fn.prepare(2, 64, (x, y, 100))  # checked and packed once
+    launch()
+    assert np.array_equal(y, 2 * x)
+    y[:] = 0
+    launch()  # again, the same packed arguments
+    assert np.array_equal(y, 2 * x)
+    with pytest.raises(ArgumentError):
+        fn.prepare(2, 64, (x, y))  # checked at prepare: a missing argument
+
+
+@pytest.mark.skipif(driver.gpu_available()[0], reason="a GPU is present")
+def test_without_a_driver_loading_for_the_gpu_is_a_named_error(tmp_path):
+    code = rust_kernels.compile(program(tmp_path).kernel("user_scale", 64))
+    with pytest.raises(rust_kernels.LaunchError, match=r"no GPU to launch on: .*compile\(kernel, target='host'\)"):
+        code.get_kernel(device=0)

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from rust_kernels.errors import ArgumentTypeError, LaunchError, RustKernelsError
+from rust_kernels.errors import ArgumentTypeError, LaunchError
 
 
 def driver_module() -> Any:
@@ -46,9 +46,10 @@ def gpu_available() -> tuple[bool, str]:
 def bind_context(device: int) -> None:
     """Makes the device's primary context current on this thread if none is, as PyTorch's runtime would on its
     first call there (user threads may have none; the driver API calls that check pointers need one)."""
+    primary = context(device)  # first: it names why where no GPU can be used
     driver = driver_module()
     if not int(check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")):
-        check(driver.cuCtxSetCurrent(context(device)), "cuCtxSetCurrent")
+        check(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
 
 
 @cache
@@ -56,7 +57,8 @@ def context(device: int) -> Any:
     """The device's primary context (PyTorch's and CuPy's too), retained for the process."""
     usable, why = gpu_available()
     if not usable:
-        raise RustKernelsError(f"backend 'cuda': {why}; use backend='host' to run in the CPU emulator")
+        raise LaunchError(f"no GPU to launch on: {why}; the CPU emulator runs the same kernels (ops: backend='host'; "
+                          "kernels: compile(kernel, target='host'))")  # fmt: skip
     driver = driver_module()
     handle = check(driver.cuDeviceGet(device), f"cuDeviceGet({device})")
     return check(driver.cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -88,15 +89,25 @@ class HostKernel:
 
     def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
         """Runs the kernel to completion (`stream` is accepted for symmetry and ignored)."""
+        self.prepare(grid, block, args, shared_mem, stream)()
+
+    def prepare(
+        self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None
+    ) -> Callable[[], None]:
+        """Checks and packs a launch once, as CudaKernel.prepare does; calling the result runs it again and again.
+        The arrays behind pointer arguments must outlive it."""
         packed = kargs.pack(self.kernel, args, "host")
         grid3, block3, shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem)
         raw = (RawArg * len(packed))(*map(_raw, packed))
         dims = (ctypes.c_uint32 * 6)(*grid3, *block3)
+        return lambda: self._run(raw, len(packed), dims, shared)
+
+    def _run(self, raw: Any, count: int, dims: Any, shared: int) -> None:
         error = ctypes.create_string_buffer(ERROR_CAPACITY)
         status: list[int] = []
         call = self.library.rk_host_launch
         worker = threading.Thread(
-            target=lambda: status.append(call(raw, len(packed), dims, shared, int(self.checked), error, len(error))),
+            target=lambda: status.append(call(raw, count, dims, shared, int(self.checked), error, len(error))),
             name=f"rust_kernels host launch of {self.kernel.id}",
             daemon=True,
         )

@@ -11,9 +11,11 @@ The operators (torch.library custom ops, generated from the ops' declarations: r
 CUDA kernels on CUDA tensors, on torch's current stream without synchronising (CUDA graphs capture them), and the
 host emulator on CPU tensors. They have fake kernels (torch.compile with fullgraph=True, export, meta tensors) and
 autograd; training mode (batch statistics) is not implemented by the ops, and BatchNorm2d runs torch's for it.
+A user's op declared with torch=True becomes torch.ops.rust_kernels.<name> at import, or with `define(op)` after it
+(examples/torch_op/).
 """
 
-from rust_kernels.torch.library import OPS
+from rust_kernels.torch.library import OPS, define
 from rust_kernels.torch.modules import BatchNorm2d, batch_norm_2d, convert
 
-__all__ = ["OPS", "BatchNorm2d", "batch_norm_2d", "convert"]
+__all__ = ["OPS", "BatchNorm2d", "batch_norm_2d", "convert", "define"]

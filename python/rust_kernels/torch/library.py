@@ -163,32 +163,42 @@ def _no_double_backward(name: str) -> Callable[..., Any]:
     return refuse
 
 
+_DEFINED: dict[str, Op] = {}
+_BACKWARDS: set[str] = set()  # backward ops whose own backward (double backward) is registered as refused
+
+
 def define(op: Op) -> None:
-    """Defines `rust_kernels::<op.name>` with its CUDA, CPU and fake kernels."""
+    """Defines `rust_kernels::<op.name>` with its CUDA, CPU and fake kernels, and the autograd of its declared
+    pairing (a backward op defined before it, or with it by define_registry). A user's op declared with torch=True
+    and registered after rust_kernels.torch was imported becomes an operator through this."""
+    if _DEFINED.get(op.name) is op:
+        return
     qualified = f"{NAMESPACE}::{op.name}"
     _LIBRARY.define(op.name + schema(op))
     _LIBRARY.impl(op.name, lambda *args, **kwargs: run_cuda(op, *args, **kwargs), "CUDA")
     _LIBRARY.impl(op.name, lambda *args, **kwargs: run_host(op, *args, **kwargs), "CPU")
     torch.library.register_fake(qualified, _fake(op), lib=_LIBRARY)
+    _DEFINED[op.name] = op
+    if op.gradient is not None:
+        backward = _DEFINED.get(op.gradient.backward)
+        if backward is None:
+            raise ArgumentError(f"op {op.name}: its backward {op.gradient.backward!r} is not a defined torch op")
+        setup_context, backward_fn = _autograd(op, backward)
+        torch.library.register_autograd(qualified, backward_fn, setup_context=setup_context, lib=_LIBRARY)
+        if backward.name not in _BACKWARDS:
+            torch.library.register_autograd(f"{NAMESPACE}::{backward.name}", _no_double_backward(backward.name),
+                                            lib=_LIBRARY)  # fmt: skip
+            _BACKWARDS.add(backward.name)
 
 
 def define_registry() -> tuple[str, ...]:
-    """Defines every op of the registry declared for torch, with the autograd of the declared pairings; returns
-    their names."""
-    declared = {op.name: op for op in registry.ops() if op.torch}
-    for op in declared.values():
+    """Defines every op of the registry declared for torch (backward ops first, so the pairings find them);
+    returns their names."""
+    declared = [op for op in registry.ops() if op.torch]
+    backwards = {op.gradient.backward for op in declared if op.gradient is not None}
+    for op in sorted(declared, key=lambda op: op.name not in backwards):
         define(op)
-    backwards = set()
-    for op in declared.values():
-        if op.gradient is not None:
-            backward = declared[op.gradient.backward]
-            setup_context, backward_fn = _autograd(op, backward)
-            torch.library.register_autograd(f"{NAMESPACE}::{op.name}", backward_fn, setup_context=setup_context,
-                                            lib=_LIBRARY)  # fmt: skip
-            backwards.add(backward.name)
-    for name in backwards:
-        torch.library.register_autograd(f"{NAMESPACE}::{name}", _no_double_backward(name), lib=_LIBRARY)
-    return tuple(declared)
+    return tuple(op.name for op in declared)
 
 
 OPS = define_registry()
