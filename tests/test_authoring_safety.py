@@ -204,3 +204,13 @@ def test_without_a_driver_loading_for_the_gpu_is_a_named_error(tmp_path):
     code = rust_kernels.compile(program(tmp_path).kernel("user_scale", 64))
     with pytest.raises(rust_kernels.LaunchError, match=r"no GPU to launch on: .*compile\(kernel, target='host'\)"):
         code.get_kernel(device=0)
+
+
+def test_a_barrier_reached_by_part_of_the_cta_is_a_launch_error(tmp_path):
+    import numpy as np
+
+    body = "if thread::thread_idx_x() < 32 {\n    thread::sync_threads();\n}\n" + BODY
+    fn = rust_kernels.compile(program(tmp_path, body).kernel("user_scale", 64), target="host").get_kernel()
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    with pytest.raises(rust_kernels.LaunchError, match=r"a barrier \(sync_threads\) reached by 32 of the 64 threads"):
+        fn.launch(1, 64, (x, y, 64))

@@ -35,6 +35,8 @@ pub(crate) struct Cta {
 }
 
 struct State {
+    /// The CTA's threads.
+    threads: u32,
     /// Threads that have not returned from the kernel (or left it on failure).
     live: u32,
     failed: bool,
@@ -162,6 +164,7 @@ impl Cta {
             launch,
             block_idx,
             state: Mutex::new(State {
+                threads,
                 live: threads,
                 failed: false,
                 error: None,
@@ -204,13 +207,32 @@ impl Cta {
         let warp = (linear / 32) as usize;
         state.live -= 1;
         state.warps[warp].live &= !(1 << (linear % 32));
-        if state.complete_barrier() {
+        if !self.partial_barrier(&mut state) && state.complete_barrier() {
             self.barrier_cv.notify_all();
         }
         if state.warps[warp].complete_rounds() {
             self.warp_cvs[warp].notify_all();
         }
         self.detect_deadlock(&mut state);
+    }
+
+    /// Fails the launch if every live thread has reached the barrier but some of the CTA's threads exited before it:
+    /// a barrier must be reached by every thread of the CTA (PTX leaves any other use undefined; hardware that lets
+    /// it pass hides the bug). Returns whether it failed.
+    fn partial_barrier(&self, state: &mut State) -> bool {
+        let arrived = state.barrier.arrived;
+        if state.failed || arrived == 0 || arrived != state.live || state.live == state.threads {
+            return false;
+        }
+        let message = format!(
+            "kernel {}: a barrier (sync_threads) reached by {arrived} of the {} threads of block {}: the others \
+             exited without it; every thread of a CTA must reach each barrier",
+            self.launch.kernel,
+            state.threads,
+            coords(self.block_idx)
+        );
+        self.fail_locked(state, message);
+        true
     }
 
     /// Fails the launch if every live thread is blocked (the invariant says none can be released).
@@ -253,10 +275,12 @@ impl Cta {
         state.barrier.arrived += 1;
         state.barrier.count += u32::from(pred);
         let generation = state.barrier.generation;
-        if state.complete_barrier() {
-            self.barrier_cv.notify_all();
-        } else {
-            self.detect_deadlock(&mut state);
+        if !self.partial_barrier(&mut state) {
+            if state.complete_barrier() {
+                self.barrier_cv.notify_all();
+            } else {
+                self.detect_deadlock(&mut state);
+            }
         }
         self.wait(state, &self.barrier_cv, |state| {
             (state.barrier.generation != generation).then_some(state.barrier.last)

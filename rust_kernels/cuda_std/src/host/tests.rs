@@ -296,21 +296,21 @@ unsafe fn early_exit(out: *mut u32) {
     if lane_id() >= 20 {
         return;
     }
-    sync_threads();
+    sync_warp(FULL); // a convergence point after the exits (activemask reads the lanes converged there)
     let results = [
         activemask(),
         warp_vote_ballot(FULL, lane_id().is_multiple_of(2)),
         warp_shuffle_idx(FULL, tid, 19, 32).0,
-        sync_threads_count(u32::from(tid.is_multiple_of(4))),
     ];
     for (k, result) in results.into_iter().enumerate() {
-        unsafe { out.store(tid as usize * 4 + k, result) };
+        unsafe { out.store(tid as usize * 3 + k, result) };
     }
 }
 
 #[test]
-fn exited_threads_do_not_block_barriers_or_warps() {
-    let mut out = vec![0u32; 64 * 4];
+fn exited_threads_do_not_block_warp_operations() {
+    // (A barrier after such an exit is an error: a_barrier_reached_by_part_of_the_cta_fails_the_launch.)
+    let mut out = vec![0u32; 64 * 3];
     launch(
         &early_exit__HOST,
         &config([1, 1, 1], [64, 1, 1], 0),
@@ -318,8 +318,8 @@ fn exited_threads_do_not_block_barriers_or_warps() {
     )
     .unwrap();
     for tid in (0..64).filter(|tid| tid % 32 < 20) {
-        let expected = [0xF_FFFF, 0x5_5555, tid / 32 * 32 + 19, 10];
-        assert_eq!(out[tid as usize * 4..][..4], expected, "thread {tid}");
+        let expected = [0xF_FFFF, 0x5_5555, tid / 32 * 32 + 19];
+        assert_eq!(out[tid as usize * 3..][..3], expected, "thread {tid}");
     }
 }
 
@@ -421,6 +421,28 @@ unsafe fn mismatched_warp_ops(_: &[ArgValue]) {
     } else {
         sync_warp(FULL);
     }
+}
+
+/// The first 64 threads of the CTA reach a barrier, the others exit without it (undefined in PTX).
+unsafe fn partial_barrier(_: &[ArgValue]) {
+    if thread_idx_x() < 64 {
+        sync_threads();
+    }
+}
+
+#[test]
+fn a_barrier_reached_by_part_of_the_cta_fails_the_launch() {
+    let kernel = HostKernel {
+        name: "partial",
+        params: &[],
+        call: partial_barrier,
+    };
+    let message = launch_error(&kernel, &config([1, 1, 1], [128, 1, 1], 0), &[]);
+    assert_eq!(
+        message,
+        "kernel partial: a barrier (sync_threads) reached by 64 of the 128 threads of block (0,0,0): the others \
+         exited without it; every thread of a CTA must reach each barrier"
+    );
 }
 
 #[test]
