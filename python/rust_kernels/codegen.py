@@ -80,12 +80,11 @@ def _params(spec: KernelSpec, dtype: str | None, param: str | None = None) -> st
     return ", ".join(f"{a.name}: {a.generic if dtype is None else a.concrete(dtype, param)}" for a in spec.args)
 
 
-def kernel_source(spec: KernelSpec, dtype: str, param: str, consts: dict[str, int]) -> str:
+def kernel_source(spec: KernelSpec, dtype_key: str, param: str, consts: dict[str, int]) -> str:
     """The kernel function of one instance: generic in the dtype D (and P) and in the spec's consts, its body
-    rendered with the instance's dtype key and consts in the context."""
-    key = dtype if param == dtype else f"{dtype}-{param}"
+    rendered with the instance's dtype key ("bf16-f32"), parameter dtype and consts in the context."""
     source = _render(f"{SHARED_PREFIX}kernel.rs.j2", spec.directory, spec=spec, params_generic=_params(spec, None),
-                     dtype=key, param=param, **consts)  # fmt: skip
+                     dtype=dtype_key, param=param, **consts)  # fmt: skip
     read = FILE_READS.search(source)
     if read:
         raise SpecError(f"{spec.directory / spec.template}: the generated kernel reads a file at build time "

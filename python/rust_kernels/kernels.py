@@ -74,7 +74,7 @@ class Kernel:
     @cached_property
     def kernel_source(self) -> str:
         consts = {c.name: v for c, v in zip(self.spec.consts, self.const_values, strict=True)}
-        return codegen.kernel_source(self.spec, self.dtype, self.param_dtype, consts)
+        return codegen.kernel_source(self.spec, self.dtype_key, self.param_dtype, consts)
 
     @cached_property
     def entry_point_source(self) -> str:

@@ -80,6 +80,11 @@ class Problem:
     def empty(self) -> bool:
         return math.prod(self.shape) == 0
 
+    @property
+    def dtype_key(self) -> str:
+        """The dtype key the kernels must run: the dtype, or "dtype-param" ("bf16-f32")."""
+        return self.dtype if self.param == self.dtype else f"{self.dtype}-{self.param}"
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -205,7 +210,7 @@ class Op:
         if plan is None:
             plan = self.plan_for(named, problem, backend, outputs)
         loaded = _loaded(plan.kernel, device, backend)
-        handle = _stream(backend, device, named[self.inputs[0].name], stream)
+        handle = _stream(backend, device, _first(named), stream)
         values, layout, tail = self._bind(plan, named, outputs, problem, device, handle)
         loaded.launch(plan.grid, plan.kernel.block_dim, values, stream=handle)
         if backend == "cuda" and loaded.checked is not None and not forced:
@@ -230,8 +235,8 @@ class Op:
             kinds = ", ".join(k.__name__ for k in self.kernels)
             raise ArgumentError(f"plan: expected a rust_kernels.runtime.Plan of {kinds} (as the op's family lists "
                                 f"them), got {plan!r}")  # fmt: skip
-        if plan.kernel.dtype_key != _key(problem):
-            raise ArgumentError(f"plan: its kernel runs {plan.kernel.dtype_key}, the arrays are {_key(problem)}")
+        if plan.kernel.dtype_key != problem.dtype_key:
+            raise ArgumentError(f"plan: its kernel runs {plan.kernel.dtype_key}, the arrays are {problem.dtype_key}")
 
     def _bind(self, plan: Plan, named: dict[str, Any], outputs: tuple[Any, ...], problem: Problem, device: int,
               stream: int) -> tuple[list[Any], list[int | None], list[Any]]:  # fmt: skip
@@ -244,7 +249,7 @@ class Op:
         outs = {o.name: k for k, o in enumerate(self.outputs)}
         spaces = {w.name: w for w in plan.workspaces}
         fixed = dict(plan.values)
-        like = named[self.inputs[0].name]
+        like = _first(named)
         for name, _ in plan.kernel.args:
             key = name.removesuffix("_ptr")
             if key in inputs and named[key] is not None:
@@ -270,10 +275,6 @@ class Op:
             layout.append(None)
             tail.append(value)
         return values, layout, tail
-
-
-def _key(problem: Problem) -> str:
-    return problem.dtype if problem.param == problem.dtype else f"{problem.dtype}-{problem.param}"
 
 
 @dataclass(frozen=True)
@@ -316,8 +317,13 @@ def check_arrays(op: Op, named: dict[str, Any], backend: str, traced: bool = Fal
             raise ArgumentError(f"{spec.name}: expected an array on {first[1]} like {first[0]}, got one on {where}")
 
 
+def _first(named: dict[str, Any]) -> Any:
+    """The first array given (optional inputs may be None): it tells the library, device and current stream."""
+    return next(a for a in named.values() if a is not None)
+
+
 def device_of(named: dict[str, Any], backend: str) -> int:
-    return 0 if backend == "host" else arrays.device_of(next(a for a in named.values() if a is not None))
+    return 0 if backend == "host" else arrays.device_of(_first(named))
 
 
 @cache
