@@ -70,19 +70,24 @@ def _packs(shape: tuple[int, ...], dtype: str) -> list[int]:
     return [v for v in (0, 1, 2) if shape[2] * shape[3] % common.unit_elements(v, dtype) == 0]
 
 
-class Backward(Family):
-    op = backward.NCHW
+class _BatchNorm2d(Family):
+    """What both eval ops' verification shares: dtype keys, spaces, layouts, sanitizer shapes, eps."""
+
     dtypes = common.DTYPE_KEYS
+    spaces = SPACES
+    layouts = LAYOUTS
+    sanitize_shapes = SANITIZE_SHAPES
+    scalars = {"eps": 1e-5}  # noqa: RUF012
+
+
+class Backward(_BatchNorm2d):
+    op = backward.NCHW
     suites = {  # noqa: RUF012
         "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (8, 1, 28, 28), (2, 4, 256, 256),
                  (32, 64, 28, 28), (3, 5, 1, 1031), (3, 4, 6, 7), (4, 16, 14, 14)],
         "host": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 4, 32, 32), (8, 1, 28, 28), (1, 2, 128, 128),
                  (2, 3, 6, 7), (2, 5, 14, 14)],
     }  # fmt: skip
-    spaces = SPACES
-    layouts = LAYOUTS
-    sanitize_shapes = SANITIZE_SHAPES
-    scalars = {"eps": 1e-5}  # noqa: RUF012
     # CTA sizes and splits each check covers; exhaustive: every CTA size of every kernel (the sanitizer's run).
     seed_blocks = {"cuda": (32, 256, 1024), "host": (32, 256, 1024), "every": (32, 64, 128, 256, 512, 1024)}  # noqa: RUF012
     variant_blocks = {"cuda": (128, 512), "host": (128,), "every": (128, 256, 512)}  # noqa: RUF012
@@ -166,17 +171,12 @@ def summation_depth(plan: Plan, shape: tuple[int, ...]) -> int:
     return per_thread + 10 + slices + 10
 
 
-class ForwardInference(Family):
+class ForwardInference(_BatchNorm2d):
     op = forward.NCHW
-    dtypes = common.DTYPE_KEYS
     suites = {  # noqa: RUF012
         "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (32, 64, 28, 28), (3, 5, 1, 1031)],
         "host": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 4, 32, 32), (2, 3, 6, 7)],
     }
-    spaces = SPACES
-    layouts = LAYOUTS
-    sanitize_shapes = SANITIZE_SHAPES
-    scalars = {"eps": 1e-5}  # noqa: RUF012
     blocks = {"cuda": (32, 128, 1024), "host": (32, 128, 1024), "every": (32, 64, 128, 256, 512, 1024)}  # noqa: RUF012
     flat_blocks = {"cuda": (128, 512), "host": (128,), "every": (128, 256, 512)}  # noqa: RUF012
 
