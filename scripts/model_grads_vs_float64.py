@@ -1,7 +1,8 @@
-"""One fine-tuning step of a torchvision model with BatchNorm frozen, converted (rust_kernels.torch.convert) and not,
-in f32 and under bf16 autocast, each set of gradients compared with the same model's in float64: is a difference
-between ours and torch's a rounding difference (both as far from float64) or an error? GPU machine:
-    PYTHONPATH=python python3 scripts/model_grads_vs_float64.py resnet50
+"""One training step of a torchvision model with BatchNorm frozen (fine-tuning) or training, converted
+(rust_kernels.torch.convert) and not, in f32 and under bf16 autocast, contiguous or channels_last, each set of
+gradients compared with the same model's in float64: is a difference between ours and torch's a rounding difference
+(both as far from float64) or an error? GPU machine:
+    PYTHONPATH=python python3 scripts/model_grads_vs_float64.py resnet50 [frozen|train] [contiguous|channels_last]
 """
 
 import copy
@@ -16,14 +17,18 @@ torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.manual_seed(0)
 name = sys.argv[1]
+bn = sys.argv[2] if len(sys.argv) > 2 else "frozen"
+layout = torch.channels_last if len(sys.argv) > 3 and sys.argv[3] == "channels_last" else torch.contiguous_format
 model = getattr(torchvision.models, name)(weights=None).cuda().train()
 with torch.no_grad():
     for _ in range(3):
         model(torch.randn(16, 3, 224, 224, device="cuda"))
-model.eval()
+if bn == "frozen":
+    model.eval()
+model = model.to(memory_format=layout)
 ref = copy.deepcopy(model).double()
 ours = rkt.convert(copy.deepcopy(model))
-x = torch.randn(8, 3, 224, 224, device="cuda")
+x = torch.randn(8, 3, 224, 224, device="cuda").contiguous(memory_format=layout)
 t = torch.randint(0, 1000, (8,), device="cuda")
 
 
@@ -48,7 +53,7 @@ for dtype in ("f32", "bf16"):
     w = max(diff, key=diff.get)
     worse = sum(eo[n] > 2 * et[n] + 1e-12 for n in g64)
     print(
-        f"{name} {dtype}: max rel diff ours vs torch {diff[w]:.2e} ({w}); vs float64: torch max "
+        f"{name} {bn} {dtype}: max rel diff ours vs torch {diff[w]:.2e} ({w}); vs float64: torch max "
         f"{max(et.values()):.2e}, ours max {max(eo.values()):.2e}; at {w}: torch {et[w]:.2e}, ours {eo[w]:.2e}; "
         f"params where ours errs more than 2x torch: {worse} of {len(g64)}"
     )

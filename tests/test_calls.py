@@ -6,6 +6,7 @@ signature is checked and decided afresh."""
 
 import gc
 import itertools
+import math
 import sys
 import weakref
 
@@ -26,7 +27,7 @@ FORWARD = registry.family("batch_norm_2d_nchw_forward_inference")
 SPLIT = BatchNorm2dNchwBackwardSplit(block_hw=128, vectorized=0, deterministic=1, dtype="bf16")  # 10 pointers
 # The backward op's: its eight arrays (inputs by index, outputs as -1 - j), then tail values (None); outputs like x,
 # weight and weight.
-LAYOUT, LIKE = (0, 1, -1, 2, 3, 4, -2, -3, *(None,) * 7), ((1, None), (2, None), (2, None))
+LAYOUT, LIKE = (0, 1, -1, 2, 3, 4, -2, -3, *(None,) * 7), ((1, None, None), (2, None, None), (2, None, None))
 CURRENT = 0xC0FFEE  # the fake library's current stream
 
 
@@ -34,15 +35,20 @@ class Tensorish:
     """What the fast path reads of a tensor."""
 
     def __init__(self, shape=(2, 3, 4, 5), dtype="bfloat16", device=0, contiguous=True, address=0x7F00_0000_0000,
-                 negated=False):  # fmt: skip
+                 negated=False, strides=None):  # fmt: skip
         self.shape, self.dtype, self._device = shape, dtype, device
-        self._contiguous, self._address, self._negated = contiguous, address, negated
+        self._contiguous, self._address, self._negated, self._strides = contiguous, address, negated, strides
 
     def is_neg(self):
         return self._negated
 
-    def new_empty(self, shape):
-        return Tensorish(shape, self.dtype, self._device, True, self._address + 0x10_0000)
+    def new_empty(self, shape, dtype=None):
+        return Tensorish(shape, dtype or self.dtype, self._device, True, self._address + 0x10_0000)
+
+    def stride(self):
+        if self._strides is not None:
+            return self._strides
+        return tuple(math.prod(self.shape[i + 1 :]) for i in range(len(self.shape)))
 
     def get_device(self):
         return self._device
@@ -66,8 +72,9 @@ class Library:
         self.misaligned = False
         self.streams_asked = []
 
-    def empty_like(self, a):
-        return Tensorish(a.shape, a.dtype, a._device, True, next(self.addresses) + (4 if self.misaligned else 0))
+    def empty_like(self, a, dtype=None):
+        address = next(self.addresses) + (4 if self.misaligned else 0)
+        return Tensorish(a.shape, dtype or a.dtype, a._device, True, address)
 
     def current_stream(self, device):
         self.streams_asked.append(device)
@@ -102,7 +109,7 @@ TAIL += (2, 3, 20, 1e-5, 4)  # workspace, batches, channels, H*W, eps, split
 def remembered(driver, library, capacity=8, **options):
     fast = _host.FastCalls(capacity, library.resolve)
     launch = checked_launch(SPLIT, driver, **options)
-    assert fast.remember(inputs(), SCALARS, CURRENT, launch, (3, 4, 1), LIKE, LAYOUT, TAIL)
+    assert fast.remember(inputs(), SCALARS, CURRENT, LIKE, [(launch, (3, 4, 1), LAYOUT, TAIL)])
     return fast, launch
 
 
@@ -172,8 +179,8 @@ def test_subclasses_other_arrays_and_an_unimported_library_miss(driver):
     assert fast((np.zeros((2, 3, 4, 5)), *rest), SCALARS) is None
     unimported = _host.FastCalls(8, lambda: None)
     assert unimported(inputs(), SCALARS) is None
-    assert not unimported.remember(inputs(), SCALARS, CURRENT, checked_launch(SPLIT, driver), (3, 4, 1), LIKE, LAYOUT,
-                                   TAIL)  # fmt: skip
+    launches = [(checked_launch(SPLIT, driver), (3, 4, 1), LAYOUT, TAIL)]
+    assert not unimported.remember(inputs(), SCALARS, CURRENT, LIKE, launches)
     assert len(unimported) == 0
 
 
@@ -202,12 +209,12 @@ def test_the_calls_stay_bounded_and_keep_what_their_launches_use(driver):
     workspace = Tensorish((24,), "float32", address=0x7C00_0000_0000)
     kept = weakref.ref(workspace)
     other = inputs(a1={"address": 0x7F00_0001_0008})
-    assert fast.remember(other, SCALARS, CURRENT, launch, (3, 4, 1), LIKE, LAYOUT, (workspace, *TAIL[1:]))
+    assert fast.remember(other, SCALARS, CURRENT, LIKE, [(launch, (3, 4, 1), LAYOUT, (workspace, *TAIL[1:]))])
     del workspace
     gc.collect()
     assert len(fast) == 2 and kept() is not None  # the entry launches with it
     third = inputs(a1={"address": 0x7F00_0001_000C})
-    assert fast.remember(third, SCALARS, CURRENT, launch, (3, 4, 1), LIKE, LAYOUT, TAIL)
+    assert fast.remember(third, SCALARS, CURRENT, LIKE, [(launch, (3, 4, 1), LAYOUT, TAIL)])
     gc.collect()
     assert len(fast) == 1 and kept() is None  # past the bound: started afresh
     assert fast(inputs(), SCALARS) is None and fast(third, SCALARS) is not None
@@ -221,14 +228,14 @@ def test_the_calls_stay_bounded_and_keep_what_their_launches_use(driver):
         (LAYOUT[:-1], LIKE, TAIL, r"14 layout entries \(6 of them tail\) and 7 tail values for 15 parameters"),
         ((*LAYOUT[:7], 5, *LAYOUT[8:]), LIKE, TAIL, r"layout\[7\] = 5 is no array"),
         ((*LAYOUT[:7], -4, *LAYOUT[8:]), LIKE, TAIL, r"layout\[7\] = -4 is no array"),
-        (LAYOUT, ((1, None), (2, None), (7, None)), TAIL, "no input 7 to allocate like"),
+        (LAYOUT, ((1, None, None), (2, None, None), (7, None, None)), TAIL, "no input 7 to allocate like"),
         ((*LAYOUT[:10], 0, 1, 2, None, None), LIKE, (*TAIL[:2], *TAIL[5:]), "parameter 10 is not a pointer"),
     ],
 )
 def test_remember_refuses_a_layout_that_does_not_fit_the_kernel(driver, layout, like, tail, message):
     fast = _host.FastCalls(8, Library().resolve)
     with pytest.raises(ValueError, match=message):
-        fast.remember(inputs(), SCALARS, CURRENT, checked_launch(SPLIT, driver), (3, 4, 1), like, layout, tail)
+        fast.remember(inputs(), SCALARS, CURRENT, like, [(checked_launch(SPLIT, driver), (3, 4, 1), layout, tail)])
     assert len(fast) == 0
 
 
@@ -237,17 +244,43 @@ def test_without_the_extension_no_call_has_a_fast_path(monkeypatch):
     fast = calls.fast_calls()
     assert not isinstance(fast, _host.FastCalls)
     assert fast(inputs(), SCALARS) is None and fast(inputs(), SCALARS, CURRENT) is None
-    assert not fast.remember(inputs(), SCALARS, CURRENT, None, (3, 4, 1), LIKE, LAYOUT, TAIL) and len(fast) == 0
+    assert not fast.remember(inputs(), SCALARS, CURRENT, LIKE, [(None, (3, 4, 1), LAYOUT, TAIL)]) and len(fast) == 0
 
 
 def test_an_output_of_another_shape_is_allocated_new_empty(driver):
     library = Library()
     fast = _host.FastCalls(8, library.resolve)
     launch = checked_launch(SPLIT, driver)
-    like = ((1, None), (2, None), (2, (0,)))  # the third output: an empty array of the parameters' dtype
-    assert fast.remember(inputs(), SCALARS, CURRENT, launch, (3, 4, 1), like, LAYOUT, TAIL)
+    like = ((1, None, None), (2, None, "float64"), (2, (0,), None))  # another dtype; an empty array of weight's
+    assert fast.remember(inputs(), SCALARS, CURRENT, like, [(launch, (3, 4, 1), LAYOUT, TAIL)])
     dx, dweight, empty = fast(inputs(), SCALARS)
-    assert (dx.shape, dweight.shape, empty.shape, empty.dtype) == ((2, 3, 4, 5), (3,), (0,), "float32")
+    assert (dx.shape, dweight.shape, dweight.dtype) == ((2, 3, 4, 5), (3,), "float64")
+    assert (empty.shape, empty.dtype) == ((0,), "float32")
+
+
+def test_several_launches_replay_in_order_with_the_same_outputs(driver):
+    """A plan of two launches (a reduction, then an elementwise pass): both replayed, in order, each with its own
+    grid and packed values, reading the same fresh outputs."""
+    fast = _host.FastCalls(8, Library().resolve)
+    first, second = checked_launch(SPLIT, driver), checked_launch(SPLIT, driver)
+    other_tail = (*TAIL[:-1], 8)  # another split
+    assert fast.remember(inputs(), SCALARS, CURRENT, LIKE,
+                         [(first, (3, 4, 1), LAYOUT, TAIL), (second, (5, 1, 1), LAYOUT, other_tail)])  # fmt: skip
+    calls_before = driver.calls
+    dx, _, _ = fast(inputs(), SCALARS)
+    assert driver.calls == calls_before + 2
+    last = driver.last()  # the second launch
+    assert last["dims"][:3] == (5, 1, 1) and last["params"][2] == dx.data_ptr() and last["params"][-1] == 8
+
+
+def test_strides_tell_non_contiguous_signatures_apart(driver):
+    """channels_last and NCHW views of one shape (neither contiguous, in this stand-in) are different calls."""
+    fast, _ = remembered(driver, Library())
+    nhwc = inputs(a0={"contiguous": False, "strides": (60, 1, 15, 3)})
+    assert fast(nhwc, SCALARS) is None
+    assert fast.remember(nhwc, SCALARS, CURRENT, LIKE, [(checked_launch(SPLIT, driver), (3, 4, 1), LAYOUT, TAIL)])
+    assert fast(nhwc, SCALARS) is not None
+    assert fast(inputs(a0={"contiguous": False, "strides": (60, 20, 5, 1)}), SCALARS) is None
 
 
 def test_ops_use_the_extensions_fast_calls_and_torch_once_imported():
@@ -326,7 +359,7 @@ def test_gpu_a_changed_signature_is_checked_again():
         ops.batch_norm_2d_nchw_backward(args[0], args[1], args[2].double(), *args[3:])
     # a non-contiguous x of the same shape and dtype: refused
     x_t = args[1].transpose(2, 3).contiguous().transpose(2, 3)
-    with pytest.raises(ArgumentError, match="expected a contiguous tensor"):
+    with pytest.raises(ArgumentError, match="expected a contiguous"):
         ops.batch_norm_2d_nchw_backward(args[0], x_t, *args[2:])
     # x and dy 4 bytes past a 16-byte boundary: another plan (no 16-byte packs), the same results
     dy_off, x_off = (torch.empty(a.numel() + 1, device="cuda")[1:].view(shape).copy_(a) for a in args[:2])

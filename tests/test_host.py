@@ -207,7 +207,7 @@ def test_ctrl_c_interrupts_a_long_host_launch():
 
 
 def test_torch_native_signatures_in_eval_mode():
-    """Issue 8.3: ops mirroring torch's native functions; training=True is refused, never a wrong answer."""
+    """Issue 8.3: ops mirroring torch's native functions (training mode: tests/test_training.py)."""
     fwd = family("batch_norm_2d_nchw_forward_inference").inputs((2, 3, 4, 5), "bf16-f32")
     x, weight, bias, mean, var = (fwd[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
     y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, backend="host")
@@ -216,12 +216,6 @@ def test_torch_native_signatures_in_eval_mode():
     dy = x[::-1].copy()
     dx, dweight, dbias = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, backend="host")
     assert dweight.dtype == dbias.dtype == np.float32 and dx.dtype == x.dtype  # the parameters' dtype, as torch
-    for call in (
-        lambda: ops.batch_norm_2d_forward(x, weight, bias, mean, var, training=True, backend="host"),
-        lambda: ops.batch_norm_2d_backward(dy, x, weight, mean, var, None, None, training=True, backend="host"),
-    ):
-        with pytest.raises(NotImplementedError, match="training=True needs the training-mode kernels"):
-            call()
     with pytest.raises(ArgumentError, match=r"weight: expected dtype bf16 or f32 with x in bf16, got f64"):
         ops.batch_norm_2d_forward(x, weight.astype(np.float64), bias, mean, var, backend="host")
     with pytest.raises(ArgumentError, match=r"running_var: expected dtype f32 like weight, got bf16"):

@@ -54,7 +54,7 @@ def test_a_plan_of_another_op_or_dtype_is_refused():
     with pytest.raises(ArgumentError, match=r"plan: expected a rust_kernels\.runtime\.Plan of"):
         ops.batch_norm_2d_nchw_forward_inference(*t.values(), backend="host", plan=other)
     f64 = FORWARD.plans("host", SHAPE, "f64")[0]
-    with pytest.raises(ArgumentError, match="plan: its kernel runs f64, the arrays are f32"):
+    with pytest.raises(ArgumentError, match="plan: its kernel batch_norm_2d_nchw_forward_inference runs f64, "):
         ops.batch_norm_2d_nchw_forward_inference(*t.values(), backend="host", plan=f64)
 
 
@@ -180,10 +180,13 @@ def test_the_fakes_refuse_what_the_ops_refuse():
     x, c = torch.empty(2**16, 1, 2**8, 2**8, device="meta"), torch.empty(1, device="meta")
     with pytest.raises(ArgumentError, match=r"B \* H \* W = 4294967296 exceeds"):
         torch.ops.rust_kernels.batch_norm_2d_backward(x, x, c, c, c)
-    with pytest.raises(NotImplementedError, match="training=True needs the training-mode kernels"):
-        torch.ops.rust_kernels.batch_norm_2d_forward(x, c, c, c, c, True)
+    with pytest.raises(ArgumentError, match="x: training mode needs more than 1 value per channel"):
+        torch.ops.rust_kernels.batch_norm_2d_forward(x[:1, :, :1, :1], c, c, c, c, True)
     y, mean, invstd = torch.ops.rust_kernels.batch_norm_2d_forward(x[:2], c, c, c, c)
     assert (y.shape, mean.shape, invstd.shape) == (x[:2].shape, (0,), (0,))
+    last = x[:2].contiguous(memory_format=torch.channels_last)
+    y, mean, invstd = torch.ops.rust_kernels.batch_norm_2d_forward(last, c, c, c, c, True)
+    assert y.stride() == last.stride() and (mean.shape, mean.dtype) == ((1,), torch.float32)
 
 
 def test_the_schemas_come_from_the_declarations():
@@ -194,8 +197,10 @@ def test_the_schemas_come_from_the_declarations():
         "Tensor? save_invstd=None, bool training=False, float eps=1e-05, bool deterministic=True) "
         "-> (Tensor, Tensor, Tensor)"
     )
-    assert library.schema(forward.NATIVE).endswith("bool training=False, float momentum=0.1, float eps=1e-05) -> "
-                                                   "(Tensor, Tensor, Tensor)")  # fmt: skip
+    assert library.schema(forward.NATIVE) == (
+        "(Tensor x, Tensor weight, Tensor bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training=False, "
+        "float momentum=0.1, float eps=1e-05) -> (Tensor, Tensor, Tensor)"
+    )
 
 
 def test_a_negative_bit_view_reads_as_its_values():

@@ -27,7 +27,6 @@ KEYS = common.DTYPE_KEYS  # f32, f64, bf16, f16, and bf16/f16 activations with f
 # (2, 3, 5, 7): a warp per channel in the backward; (2, 4, 16, 16): the split kernel with 16-byte packs.
 SHAPES = [(2, 3, 5, 7), (2, 4, 16, 16)]
 EPS = 1e-5
-TRAINING_LATER = "training=True needs the training-mode kernels"
 
 
 def tensors(shape, key, device="cpu", seed=0):
@@ -149,7 +148,8 @@ def test_forward_and_gradients_match_torchs_eval_batch_norm(shape, key):
 
 # --- layouts, autograd corners, errors ----------------------------------------------------------------------------
 def test_non_contiguous_tensors_are_copied_to_nchw_and_give_the_same_results():
-    """channels_last x, and the expanded gradient of y.sum(): the ops copy them to contiguous NCHW."""
+    """channels_last x in eval mode (our eval kernels are NCHW), and the expanded gradient of y.sum(): the ops copy
+    them to contiguous NCHW."""
     t = tensors((2, 4, 6, 5), "f32")
     want = OURS(t)
     t_last = {**t, "x": t["x"].to(memory_format=torch.channels_last), "dy": torch.ones_like(t["dy"])}
@@ -185,7 +185,7 @@ def test_the_eager_path_gives_the_operators_results_and_gradients(monkeypatch):
         theirs = [a.requires_grad_(n) for a, n in zip(leaves(t, *names), needs, strict=True)]
         x, weight, bias = ours
         del calls[:]
-        y = rk_torch.batch_norm_2d(x, t["running_mean"], t["running_var"], weight, bias, EPS)
+        y = rk_torch.batch_norm_2d(x, t["running_mean"], t["running_var"], weight, bias, eps=EPS)
         want = OPS.batch_norm_2d_forward(*theirs, t["running_mean"], t["running_var"], False, 0.1, EPS)[0]
         assert torch.equal(y, want) and y.requires_grad == any(needs)
         if any(needs):
@@ -197,7 +197,7 @@ def test_the_eager_path_gives_the_operators_results_and_gradients(monkeypatch):
         for a, b in zip(ours, theirs, strict=True):
             assert (a.grad is None) == (b.grad is None) and (a.grad is None or torch.equal(a.grad, b.grad))
     (x,) = leaves(t, "x")
-    y = rk_torch.batch_norm_2d(x, t["running_mean"], t["running_var"], t["weight"], t["bias"], EPS)
+    y = rk_torch.batch_norm_2d(x, t["running_mean"], t["running_var"], t["weight"], t["bias"], eps=EPS)
     (dx,) = torch.autograd.grad(y, x, t["dy"], create_graph=True)
     with pytest.raises(NotImplementedError, match="double backward is not implemented"):  # as the operators'
         dx.sum().backward()
@@ -217,10 +217,10 @@ def test_errors_name_the_argument_eagerly_and_in_the_fake_kernels(device):
     """The same messages from the ops (cpu) and from their fakes (meta, as torch.compile traces them)."""
     t = {n: a.to(device) for n, a in tensors((2, 3, 4, 5), "bf16-f32").items()}
     x, weight, bias, mean, var, dy = (t[n] for n in ("x", "weight", "bias", "running_mean", "running_var", "dy"))
-    with pytest.raises(NotImplementedError, match=f"batch_norm_2d_forward: {TRAINING_LATER}"):
-        OPS.batch_norm_2d_forward(x, weight, bias, mean, var, True)
-    with pytest.raises(NotImplementedError, match=f"batch_norm_2d_backward: {TRAINING_LATER}"):
+    with pytest.raises(ArgumentError, match=r"save_mean: training mode needs the forward's saved batch statistics"):
         OPS.batch_norm_2d_backward(dy, x, weight, mean, var, None, None, True)
+    with pytest.raises(ArgumentError, match=r"x: training mode needs more than 1 value per channel"):
+        OPS.batch_norm_2d_forward(x[:1, :, :1, :1], weight, bias, mean, var, True)
     with pytest.raises(ArgumentError, match=r"weight: expected dtype bf16 or f32 with x in bf16, got f64"):
         OPS.batch_norm_2d_forward(x, weight.double(), bias, mean, var)
     with pytest.raises(ArgumentError, match=r"running_var: expected dtype f32 like weight, got bf16"):
@@ -323,12 +323,17 @@ def test_convert_swaps_in_place_and_keeps_state():
     assert type(rk_torch.convert(standalone)) is rk_torch.BatchNorm2d  # the model itself may be one
 
 
-def test_converted_model_trains_with_torch_and_evaluates_with_ours(monkeypatch):
+def test_converted_model_trains_and_evaluates_with_ours(monkeypatch):
     x = torch.randn(3, 3, 6, 5)
     theirs, ours = small_model(), rk_torch.convert(small_model())
-    # training mode: torch's batch statistics, the same outputs and running-statistics updates
-    assert torch.equal(ours(x), theirs(x))
-    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values(), strict=True))
+    # training mode: our batch statistics (torch's for the BatchNorm2d without running statistics and the
+    # subclass), the same outputs and running-statistics updates
+    trained = []
+    monkeypatch.setattr(library, "run_host", spy(trained, library.run_host))
+    torch.testing.assert_close(ours(x), theirs(x))
+    assert sum(c[0] is forward.NATIVE for c in trained) == 3
+    for a, b in zip(ours.state_dict().values(), theirs.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)
     # eval mode: our op wherever running statistics exist (not in the BatchNorm2d without them, nor the subclass)
     seen, op = [], OPS.batch_norm_2d_forward
     monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))  # eager calls run the op directly

@@ -49,37 +49,64 @@ def device_name(a: Any) -> str:
     return f"cuda:{device.id}" if hasattr(device, "id") else type(a).__name__
 
 
-def empty_like(like: Any) -> Any:
-    """An uninitialised array of `like`'s library, shape, dtype and device (for PyTorch also its memory format)."""
+def empty_like(like: Any, dtype: str | None = None) -> Any:
+    """An uninitialised array of `like`'s library, shape, device and memory layout (a channels_last tensor gives a
+    channels_last one, a permuted NumPy array one in its order), in `dtype` (our name) or like's."""
     if isinstance(like, np.ndarray):
-        return np.empty(like.shape, like.dtype)
+        return np.empty_like(like, dtype=None if dtype is None else DTYPES[dtype].numpy_dtype())
     if is_torch(like):
         import torch
 
-        return torch.empty_like(like)
+        return torch.empty_like(like, dtype=None if dtype is None else torch_dtype(dtype))
     import cupy
 
     with cupy.cuda.Device(device_of(like)):
-        return cupy.empty(like.shape, like.dtype)
+        return cupy.empty_like(like, dtype=None if dtype is None else DTYPES[dtype].numpy_dtype())
 
 
-def empty(like: Any, shape: tuple[int, ...]) -> Any:
-    """An uninitialised array of `like`'s library, dtype and device."""
+def empty(like: Any, shape: tuple[int, ...], dtype: str | None = None) -> Any:
+    """An uninitialised C-contiguous array of `like`'s library and device, in `dtype` (our name) or like's."""
     if isinstance(like, np.ndarray):
-        return np.empty(shape, like.dtype)
+        return np.empty(shape, like.dtype if dtype is None else DTYPES[dtype].numpy_dtype())
     if is_torch(like):
-        return like.new_empty(shape)
+        return like.new_empty(shape, dtype=None if dtype is None else torch_dtype(dtype))
     import cupy
 
     with cupy.cuda.Device(device_of(like)):
-        return cupy.empty(shape, like.dtype)
+        return cupy.empty(shape, like.dtype if dtype is None else DTYPES[dtype].numpy_dtype())
+
+
+def copy(a: Any) -> Any:
+    """A copy of an array of any supported library, in its memory layout."""
+    return a.clone() if is_torch(a) else a.copy(order="K") if isinstance(a, np.ndarray) else a.copy()
+
+
+def permuted(a: Any, order: tuple[int, ...]) -> Any:
+    """The view of `a` with its dimensions in `order` (for a channels_last array, (0, 2, 3, 1): C-contiguous)."""
+    return a.permute(*order) if is_torch(a) else a.transpose(order)
+
+
+def contiguous_in(a: Any, order: tuple[int, ...]) -> bool:
+    """Whether the view of `a` with its dimensions in `order` is C-contiguous (extents of 1 and empty arrays, whose
+    strides mean nothing, pass)."""
+    shape = tuple(a.shape)
+    if 0 in shape:
+        return True
+    strides = tuple(a.stride()) if is_torch(a) else tuple(s // a.itemsize for s in a.strides)
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1 and strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
 
 
 def to_torch(a: np.ndarray, device: str = "cpu") -> Any:
     """A PyTorch tensor with a NumPy array's values on `device` (on the CPU it may share the array's memory)."""
     import torch
 
-    a = np.ascontiguousarray(a)
+    if any(stride < 0 for stride in a.strides):  # torch.from_numpy takes any other strides (a channels_last view)
+        a = np.ascontiguousarray(a)
     if a.dtype.name == "bfloat16":  # PyTorch cannot take NumPy's (ml_dtypes') bfloat16: move the bits
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).to(device)
     return torch.from_numpy(a).to(device)

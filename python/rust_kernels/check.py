@@ -76,7 +76,11 @@ def failed(family: Family, plan: Plan, shape: Shape, error: str) -> Result:
 def check_one(family: Family, plan: Plan, shape: Shape, backend: str, seed: int = 0) -> Result:
     """Runs the family's op with `plan` on seeded random data and compares every output with the reference."""
     inputs = _inputs(family, shape, family.inputs_key(plan), seed)
-    data = inputs if backend == "host" else {k: arrays.to_device(a) for k, a in inputs.items()}
+    order = family.layout_of(plan).order
+    if order == tuple(range(len(order))):
+        data = inputs if backend == "host" else {k: arrays.to_device(a) for k, a in inputs.items()}
+    else:
+        data = {k: placed(a, backend, 0, order) for k, a in inputs.items()}
     return attempt(family, plan, shape, inputs, data, backend)
 
 

@@ -4,10 +4,11 @@ each run through the op and compared with the family's float64 reference and tol
 A case draws a family, a shape from the family's space (its rank, its dimension pools; zero-size dimensions now and
 then), a dtype key, the op scalars the space varies (eps, ...), the inputs' placement (an element offset inside a
 bigger buffer, which misaligns the pointers) and layout (one of the family's layouts now and then) and a plan: the
-op's own choice, or one of the family's plans forced on it. The inputs are the family's, from a per-case seed. What
-a case must do:
+op's own choice, or one of the family's plans forced on it (its inputs then in the layout its kernels read, where the
+family accepts several). The inputs are the family's, from a per-case seed. What a case must do:
 - inputs in a layout the family does not accept (where the shape makes them non-contiguous) are refused with an
   ArgumentError, never read as another layout;
+- a shape the family says the op refuses (`refusal`) is refused with that message;
 - a forced plan may be refused on misaligned inputs, and only by one of its kernel's launch preconditions (a
   vectorized kernel needs aligned pointers), never produce garbage;
 - everything else, the op's own choice always included, matches the reference within the tolerances.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import secrets
 import sys
 from collections.abc import Callable, Iterator
@@ -87,6 +89,8 @@ def draw(family: Family, backend: str, pick: Pick) -> Case:
     if pick(0, OWN_CHOICE_ONE_IN - 1) != 0:
         plans = family.plans(backend, shape, dtype)
         plan = plans[pick(0, len(plans) - 1)]
+        if family.layout_of(plan).accepted:  # a plan for one memory layout gets its inputs in it
+            layout = family.layout_of(plan)
     return Case(family, shape, dtype, plan, scalars, offset, layout, pick(0, 2**31 - 1))
 
 
@@ -115,6 +119,16 @@ def run_case(case: Case, backend: str) -> tuple[check.Result, str]:
     family = with_scalars(case.family, case.scalars)
     inputs = family.inputs(case.shape, case.dtype, case.seed)
     data = {name: check.placed(a, backend, case.offset, case.layout.order) for name, a in inputs.items()}
+    refusal = family.refusal(case.shape)
+    if refusal is not None:
+        error = "it ran"
+        try:
+            family.run(case.plan, data, backend)
+        except RustKernelsError as err:
+            error = str(err)
+        result = check.Result(family.name, str(case), "", case.dtype, case.shape, math.inf, math.inf, math.inf, 0.0,
+                              error)  # fmt: skip
+        return result, "" if refusal in error else f"not refused with {refusal!r} ({error})"
     plan = family.choose(data, backend) if case.plan is None else case.plan
     result = check.attempt(family, plan, case.shape, inputs, data, backend, forced=case.plan is not None)
     if not case.layout.accepted and not all(arrays.is_contiguous(a) for a in data.values()):

@@ -72,6 +72,15 @@ class Family(ABC):
         """Seeded random inputs in the storage dtypes of dtype key `dtype` (so the reference sees exactly what the
         kernel reads)."""
 
+    def refusal(self, shape: Shape) -> str | None:
+        """What the op must answer a valid-looking case of `shape` with (its ArgumentError's text), where it must
+        refuse it (training BatchNorm with one value per channel), else None."""
+        return None
+
+    def layout_of(self, plan: Plan) -> Layout:
+        """The layout a plan's kernels read (check, sanitize and forced fuzz cases store the inputs in it)."""
+        return self.layouts[0]
+
     def inputs_key(self, plan: Plan) -> str:
         """The dtype key of the inputs `plan` runs on."""
         return plan.kernel.dtype_key

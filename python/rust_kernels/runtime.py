@@ -5,13 +5,15 @@ runtime does the rest, the same way for every op:
 
 - argument checks: arrays of one library, all on one device (as torch requires), the scalars' own checks;
 - the signature -> decision cache (the native fast path, `calls.fast_calls`): a decided signature is one native call;
-- allocation of outputs (like their input: shape, dtype, device and, for torch, memory format) and of workspaces;
+- allocation of outputs (like their input: shape, dtype, device and memory format) and of workspaces;
 - binding: every kernel argument is found by name (`x_ptr` <- array `x`; `B` <- a value the problem or the plan
-  fixes), so an op's argument order is its kernels' spec, never restated;
-- the stream (the arrays' current stream by default), the launch and remembering it.
+  fixes), so an op's argument order is its kernels' spec, never restated; arrays in another dimension order than
+  C's (channels_last) are bound as the permuted view that is C-contiguous, as the problem says;
+- the stream (the arrays' current stream by default), the launches (a plan may chain several: a reduction, then
+  an elementwise pass reading what it wrote) and remembering them.
 
-An op that needs several launches with host steps between them (a collective, for SyncBatchNorm) is a function over
-several declared ops: each launch takes its op's fast path.
+An op that needs host steps between its launches (a collective, for SyncBatchNorm) is a function over several
+declared ops: each takes its op's fast path.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rust_kernels import arrays, calls
+from rust_kernels.arrays import is_torch
 from rust_kernels.errors import ArgumentError, ArgumentTypeError, RustKernelsError
 from rust_kernels.kernels import Kernel
 from rust_kernels.launch import check_backend, load
@@ -55,26 +58,30 @@ class Scalar:
 
 @dataclass(frozen=True)
 class Output:
-    """An output, allocated with the dtype and device of input `like`: with its shape (and torch memory format)
-    where `shape` is None, else with `shape(problem)`. `sum`: it sums over the input, so where the problem is empty
-    (nothing to launch) it is zeros, as PyTorch gives it."""
+    """An output, allocated with the dtype and device of input `like`: with its shape (and memory format) where
+    `shape` is None, else with `shape(problem)`; in dtype `dtype(problem)` where given. `sum`: it sums over the
+    input, so where the problem is empty (nothing to launch) it is zeros, as PyTorch gives it."""
 
     name: str
     like: str
     shape: Callable[[Problem], tuple[int, ...]] | None = None
     sum: bool = False
+    dtype: Callable[[Problem], str] | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class Problem:
     """What a call computes, as the op's `describe` finds it: the primary input's shape, the activations' and the
-    parameters' dtypes, the kernel arguments it fixes (by name) and the checked scalars."""
+    parameters' dtypes, the kernel arguments it fixes (by name) and the checked scalars. `order`: where the arrays
+    of the primary input's rank lie in another dimension order than C's (channels_last: (0, 2, 3, 1)), the order
+    whose permuted view of each is C-contiguous (what its kernels index)."""
 
     shape: tuple[int, ...]
     dtype: str
     param: str
     values: Mapping[str, Any]
     scalars: Mapping[str, Any]
+    order: tuple[int, ...] | None = None
 
     @property
     def empty(self) -> bool:
@@ -98,9 +105,10 @@ class Placement:
 @dataclass(frozen=True)
 class Workspace:
     """Scratch memory bound to kernel argument `<name>_ptr`: `length` zeroed elements of `dtype`. The kernel leaves
-    it as its next launch needs it (zeroed), so one per (kernel instance, library, device, stream) serves every launch
-    of that instance on that stream (launches on one stream are ordered). Instances do not share one: what one leaves
-    behind (a deterministic split's partials) is not what another expects (an atomic split's zeros)."""
+    it as its next launch needs it (zeroed, or written before it is read), so one per (plan's first kernel instance,
+    library, device, stream) serves every launch of such plans on that stream (launches on one stream are ordered).
+    Instances do not share one: what one leaves behind (a deterministic split's partials) is not what another
+    expects (an atomic split's zeros)."""
 
     name: str
     dtype: str
@@ -110,16 +118,25 @@ class Workspace:
 @dataclass(frozen=True)
 class Plan:
     """How one call runs: a kernel instance, its grid, the kernel arguments the plan fixes (`values`, by name) and
-    its workspaces. Any op accepts a plan of its own kernels as `plan=`."""
+    its workspaces; `then`: the launches that follow it, in order, on the same stream (each a Plan without `then`).
+    The launches of a plan share its workspaces by name: what one writes, the next may read. Any op accepts a plan
+    of its own kernels as `plan=`."""
 
     kernel: Kernel
     grid: tuple[int, int, int]
     values: tuple[tuple[str, int | float], ...] = ()
     workspaces: tuple[Workspace, ...] = ()
+    then: tuple[Plan, ...] = ()
+
+    @property
+    def launches(self) -> tuple[Plan, ...]:
+        return (self, *self.then)
 
     @property
     def label(self) -> str:
-        return " ".join([self.kernel.id, *(f"{name.lower()}={value}" for name, value in self.values)])
+        return " + ".join(
+            " ".join([p.kernel.id, *(f"{name.lower()}={value}" for name, value in p.values)]) for p in self.launches
+        )
 
     def value(self, name: str) -> int | float:
         return dict(self.values)[name]
@@ -129,8 +146,10 @@ class Plan:
 class Op:
     """One op's declaration. `describe(arrays, scalars, backend)` checks the arrays (by name) and the checked scalars
     and returns the Problem; `choose(problem, placement)` the plan; `aligned`: the arrays whose addresses the plans
-    care about; `kernels`: the kernel classes its plans use (a forced plan must use one). `torch`: register it as
-    torch.ops.rust_kernels.<name>, whose backward is `gradient`."""
+    care about; `orders(scalars)`: the memory orders besides C's its kernels read with these scalars (by name;
+    channels_last: (0, 2, 3, 1)), which callers keep rather than copy to contiguous; `kernels`: the kernel classes its
+    plans use (a forced plan must use one). `torch`: register it as torch.ops.rust_kernels.<name>, whose backward is
+    `gradient`."""
 
     name: str
     doc: str
@@ -141,6 +160,7 @@ class Op:
     choose: Callable[[Problem, Placement], Plan]
     kernels: tuple[type[Kernel], ...]
     aligned: tuple[str, ...] = ()
+    orders: Callable[[dict[str, Any]], tuple[tuple[int, ...], ...]] | None = None
     torch: bool = False
     gradient: Gradient | None = None
     function: Callable[..., Any] = field(init=False, repr=False)
@@ -157,7 +177,7 @@ class Op:
                 raise RustKernelsError(f"op {self.name}: output {output.name} is allocated like {output.like!r}, "
                                        f"which is not an input")  # fmt: skip
         self._fast = calls.fast_calls()
-        self._like = tuple((self._index(o.like), o.shape) for o in self.outputs)
+        self._like = tuple(self._index(o.like) for o in self.outputs)
         self.function = _function(self)
 
     def _index(self, name: str) -> int:
@@ -183,10 +203,11 @@ class Op:
         for output in self.outputs:
             like = named[output.like]
             shape = None if output.shape is None else output.shape(problem)
+            dtype = arrays.dtype_name(like) if output.dtype is None else output.dtype(problem)
             if problem.empty and output.sum:
-                out.append(arrays.zeros(like, like.shape if shape is None else shape, arrays.dtype_name(like)))
+                out.append(arrays.zeros(like, like.shape if shape is None else shape, dtype))
             else:
-                out.append(arrays.empty_like(like) if shape is None else arrays.empty(like, shape))
+                out.append(arrays.empty_like(like, dtype) if shape is None else arrays.empty(like, shape, dtype))
         return tuple(out)
 
     def plan_for(self, named: dict[str, Any], problem: Problem, backend: str, outputs: tuple[Any, ...] = ()) -> Plan:
@@ -209,13 +230,16 @@ class Op:
         device = device_of(named, backend)
         if plan is None:
             plan = self.plan_for(named, problem, backend, outputs)
-        loaded = _loaded(plan.kernel, device, backend)
         handle = _stream(backend, device, _first(named), stream)
-        values, layout, tail = self._bind(plan, named, outputs, problem, device, handle)
-        loaded.launch(plan.grid, plan.kernel.block_dim, values, stream=handle)
-        if backend == "cuda" and loaded.checked is not None and not forced:
-            self._fast.remember(arrays, scalars, handle, loaded.checked, plan.grid, self._like_shapes(problem),
-                                layout, tuple(tail))  # fmt: skip
+        decided = []
+        spaces: dict[str, Any] = {}  # this call's workspaces by name: its launches share them
+        for launch in plan.launches:
+            loaded = _loaded(launch.kernel, device, backend)
+            values, layout, tail = self._bind(launch, plan.kernel, named, outputs, problem, device, handle, spaces)
+            loaded.launch(launch.grid, launch.kernel.block_dim, values, stream=handle)
+            decided.append((loaded.checked, launch.grid, layout, tuple(tail)))
+        if backend == "cuda" and is_torch(_first(named)) and all(d[0] is not None for d in decided) and not forced:
+            self._fast.remember(arrays, scalars, handle, self._like_shapes(problem), decided)
         return self._result(outputs)
 
     def fast(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...]) -> Any:
@@ -227,41 +251,57 @@ class Op:
     def _result(self, outputs: tuple[Any, ...]) -> Any:
         return outputs[0] if len(self.outputs) == 1 else tuple(outputs)
 
-    def _like_shapes(self, problem: Problem) -> list[tuple[int, tuple[int, ...] | None]]:
-        return [(i, None if shape is None else tuple(shape(problem))) for i, shape in self._like]
+    def _like_shapes(self, problem: Problem) -> list[tuple[int, tuple[int, ...] | None, Any]]:
+        """How the fast path allocates each output: (input, shape or None, torch dtype or None)."""
+        from rust_kernels.dtypes import torch_dtype
+
+        return [(i, None if output.shape is None else tuple(output.shape(problem)),
+                 None if output.dtype is None else torch_dtype(output.dtype(problem)))
+                for i, output in zip(self._like, self.outputs, strict=True)]  # fmt: skip
 
     def _check_plan(self, plan: object, problem: Problem) -> None:
-        if not isinstance(plan, Plan) or not isinstance(plan.kernel, self.kernels):
-            kinds = ", ".join(k.__name__ for k in self.kernels)
+        kinds = ", ".join(k.__name__ for k in self.kernels)
+        if not isinstance(plan, Plan) or not all(isinstance(p.kernel, self.kernels) for p in plan.launches):
             raise ArgumentError(f"plan: expected a rust_kernels.runtime.Plan of {kinds} (as the op's family lists "
                                 f"them), got {plan!r}")  # fmt: skip
-        if plan.kernel.dtype_key != problem.dtype_key:
-            raise ArgumentError(f"plan: its kernel runs {plan.kernel.dtype_key}, the arrays are {problem.dtype_key}")
+        for launch in plan.launches:
+            if launch.kernel.dtype_key != problem.dtype_key:
+                raise ArgumentError(f"plan: its kernel {launch.kernel.name} runs {launch.kernel.dtype_key}, the "
+                                    f"arrays are {problem.dtype_key}")  # fmt: skip
 
-    def _bind(self, plan: Plan, named: dict[str, Any], outputs: tuple[Any, ...], problem: Problem, device: int,
-              stream: int) -> tuple[list[Any], list[int | None], list[Any]]:  # fmt: skip
+    def _bind(self, plan: Plan, owner: Kernel, named: dict[str, Any], outputs: tuple[Any, ...], problem: Problem,
+              device: int, stream: int, spaces: dict[str, Any]
+              ) -> tuple[list[Any], list[int | None], list[Any]]:  # fmt: skip
         """The kernel's arguments, and for the fast path where each comes from: input i (i), output j (-1 - j) or
-        the next of the tail values (None)."""
+        the next of the tail values (None). `owner`: the first kernel of the plan, whose workspaces its launches
+        share; `spaces`: the call's, by name."""
         values: list[Any] = []
         layout: list[int | None] = []
         tail: list[Any] = []
         inputs = {i.name: k for k, i in enumerate(self.inputs)}
         outs = {o.name: k for k, o in enumerate(self.outputs)}
-        spaces = {w.name: w for w in plan.workspaces}
+        declared = {w.name: w for w in plan.workspaces}
         fixed = dict(plan.values)
         like = _first(named)
+        order = problem.order
+
+        def view(a: Any) -> Any:
+            return arrays.permuted(a, order) if order is not None and len(a.shape) == len(order) else a
+
         for name, _ in plan.kernel.args:
             key = name.removesuffix("_ptr")
             if key in inputs and named[key] is not None:
-                values.append(named[key])
+                values.append(view(named[key]))
                 layout.append(inputs[key])
                 continue
             if key in outs:
-                values.append(outputs[outs[key]])
+                values.append(view(outputs[outs[key]]))
                 layout.append(-1 - outs[key])
                 continue
-            if key in spaces:
-                value = _workspace(like, plan.kernel, spaces[key], device, stream)
+            if key in declared:
+                if key not in spaces:
+                    spaces[key] = _workspace(like, owner, declared[key], device, stream)
+                value = spaces[key]
             elif name in fixed:
                 value = fixed[name]
             elif name in problem.values:
@@ -350,12 +390,13 @@ def _stream(backend: str, device: int, like: Any, stream: Any) -> int:
     return driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
 
 
-# Workspaces per (kernel instance, library, device, stream, name, dtype): each grown to the longest asked for.
+# Workspaces per (plan's first kernel instance, library, device, stream, name, dtype): each grown to the longest
+# asked for.
 _workspaces: dict[tuple, Any] = {}
 
 
 def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream: int) -> Any:
-    if isinstance(like, np.ndarray):  # host: fresh and cheap
+    if isinstance(like, np.ndarray):  # host: fresh and cheap (the call's launches share it)
         return arrays.zeros(like, space.length, space.dtype)
     key = (kernel, type(like).__module__, device, stream, space.name, space.dtype)
     held = _workspaces.get(key)

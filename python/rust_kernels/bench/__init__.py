@@ -96,11 +96,20 @@ def parser() -> argparse.ArgumentParser:
     m = p.add_argument_group(
         "model benchmark", "--models runs it instead of the op and launch benchmarks (run those in a separate call)"
     )
-    m.add_argument("--models", nargs="*", metavar="NAME", help="torchvision models, fine-tuned with BN frozen, torch's "
-                   f"BN against ours (bare: {' '.join(models.MODELS)})")  # fmt: skip
+    m.add_argument("--models", nargs="*", metavar="NAME", help="torchvision models training (BN frozen, or --bn "
+                   f"train), torch's BN against ours (bare: {' '.join(models.MODELS)})")  # fmt: skip
     m.add_argument("--batch", nargs="+", type=_at_least(1), default=list(models.BATCHES), help="batch sizes")
-    m.add_argument("--modes", nargs="+", choices=models.MODES, default=list(models.MODES),
-                   help="eager steps, and/or the whole step captured as a CUDA graph and replayed")  # fmt: skip
+    m.add_argument("--modes", nargs="+", choices=models.ALL_MODES, default=list(models.MODES),
+                   help="eager steps, the whole step captured as a CUDA graph and replayed, and/or the model through "
+                   "torch.compile")  # fmt: skip
+    m.add_argument(
+        "--bn",
+        choices=models.BN_MODES,
+        default="frozen",
+        help="BN frozen (fine-tuning: eval-mode BN in a training step) or training (batch statistics)",
+    )
+    m.add_argument("--memory-format", choices=models.MEMORY_FORMATS, default=models.MEMORY_FORMATS[0],
+                   help="the memory format of the model and its inputs")  # fmt: skip
     m.add_argument("--steps", type=_at_least(5), default=models.STEPS, help="timed steps per side and cell")
     m.add_argument("--warmup", type=_at_least(1), default=models.WARMUP, help="untimed steps per side before timing")
     m.add_argument("--profile-steps", type=_at_least(0), default=models.PROFILE_STEPS,
@@ -167,6 +176,8 @@ def model_plan(options: argparse.Namespace) -> models.Plan:
         warmup=options.warmup,
         profile_steps=options.profile_steps,
         budget_s=max(0.0, options.budget),
+        bn=options.bn,
+        memory_format=options.memory_format,
     )
 
 
@@ -184,7 +195,8 @@ def _models(torch: Any, options: argparse.Namespace) -> int:
     plan = model_plan(options)
     cells = len(plan.cells())
     print(f"model benchmark: {cells} cells ({' '.join(plan.models)}; B {plan.batches}; {' '.join(plan.dtypes)}; "
-          f"{' '.join(plan.modes)}), {plan.steps} timed steps per side after {plan.warmup}, "
+          f"{' '.join(plan.modes)}; BN {plan.bn}; {plan.memory_format}), "
+          f"{plan.steps} timed steps per side after {plan.warmup}, "
           f"profile {plan.profile_steps} steps, budget {plan.budget_s:.0f} s", flush=True)  # fmt: skip
     results = models.run(torch, plan)
     models.print_table(results)

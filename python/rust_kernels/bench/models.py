@@ -1,17 +1,20 @@
-"""The model benchmark (`bench --models`): torchvision models fine-tuned with BatchNorm frozen, with PyTorch's BN
-("torch") against ours ("ours": `rust_kernels.torch.convert` of a deep copy of the same model), side by side in one
-process on identical weights and inputs.
+"""The model benchmark (`bench --models`): torchvision models training, with PyTorch's BN ("torch") against ours
+("ours": `rust_kernels.torch.convert` of a deep copy of the same model), side by side in one process on identical
+weights and inputs.
 
-One cell per model x batch x dtype x mode:
+One cell per model x batch x dtype x mode, for the plan's BN mode and memory format:
 
-- the step: `model.train()`, then every BN module back in eval (running statistics used and not updated, weight and
-  bias trainable, the rest of the model trains); the forward in f32, or in bf16 through `torch.autocast` with f32
-  master weights; cross-entropy on random labels; backward; SGD (momentum 0.9). The frozen statistics are first made
-  realistic: each model's BN layers are calibrated once on random images in training mode (weights=None, no
-  downloads), so the frozen network normalises its activations as a pretrained one would;
-- modes: "eager" (the step as Python runs it) and "graph" (the whole step, forward, backward and optimizer step,
+- the step: `model.train()`; with BN "frozen" (fine-tuning, the default) every BN module back in eval (running
+  statistics used and not updated, weight and bias trainable, the rest of the model trains); with BN "train" every
+  BN module trains (batch statistics, running statistics updated); the forward in f32, or in bf16 through
+  `torch.autocast` with f32 master weights; cross-entropy on random labels; backward; SGD (momentum 0.9). The BN
+  statistics are first made realistic: each model's BN layers are calibrated once on random images in training mode
+  (weights=None, no downloads), so the frozen network normalises its activations as a pretrained one would.
+  The memory format: the model and its inputs contiguous, or in channels_last (that of mixed-precision CNN training);
+- modes: "eager" (the step as Python runs it), "graph" (the whole step, forward, backward and optimizer step,
   captured by `torch.cuda.graph` on static inputs after warm-up on a side stream, as PyTorch documents whole-network
-  capture, then replayed);
+  capture, then replayed) and "compile" (the model's forward and backward through `torch.compile`, default options;
+  compiled during the warm-up);
 - step time: CUDA events between steps, in blocks of BLOCK steps issued back to back (the host runs ahead as in a
   training loop), torch's and ours alternating block by block, synchronised between blocks; the median over --steps
   steps per side, after --warmup untimed steps. "host ms" is the host time to issue one step (the median over the
@@ -52,6 +55,9 @@ MODELS = ("resnet50", "mobilenet_v2")
 BATCHES = (64, 256)
 DTYPES = ("f32", "bf16")  # bf16: torch.autocast(bfloat16), f32 master weights
 MODES = ("eager", "graph")
+ALL_MODES = (*MODES, "compile")
+BN_MODES = ("frozen", "train")
+MEMORY_FORMATS = ("contiguous", "channels_last")
 SIDES = ("torch", "ours")
 STEPS = 20  # timed steps per side and cell
 WARMUP = 5  # untimed steps per side before the gradient check and the timing
@@ -166,10 +172,18 @@ class Side:
     """One side of a cell: its model reset to the cell's weights with BN frozen, a fresh SGD, the static inputs, and
     the step, run eagerly or as the replay of its captured graph."""
 
-    def __init__(self, torch: Any, model: Any, state: Mapping[str, Any], x: Any, y: Any, dtype: str) -> None:
+    def __init__(self, torch: Any, model: Any, state: Mapping[str, Any], x: Any, y: Any, dtype: str,
+                 bn: str = "frozen", channels_last: bool = False, compiled: bool = False) -> None:  # fmt: skip
         model.load_state_dict(state)
-        freeze_batchnorm(torch, model)
+        if bn == "frozen":
+            freeze_batchnorm(torch, model)
+        else:
+            model.train()
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
         self.torch, self.model, self.x, self.y = torch, model, x, y
+        self.forward = torch.compile(model) if compiled else model
         self.amp = torch.bfloat16 if dtype == "bf16" else None
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
@@ -186,7 +200,7 @@ class Side:
         """One training step, eagerly."""
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
-            loss = self.torch.nn.functional.cross_entropy(self.model(self.x), self.y)
+            loss = self.torch.nn.functional.cross_entropy(self.forward(self.x), self.y)
         loss.backward()
         self.optimizer.step()
         self.loss = loss.detach()
@@ -495,6 +509,8 @@ class Plan:
     classes: int = CLASSES
     calibration: tuple[int, int] = CALIBRATION
     budget_s: float = 0.0  # no limit
+    bn: str = "frozen"  # or "train" (BN_MODES)
+    memory_format: str = "contiguous"  # or "channels_last" (MEMORY_FORMATS)
 
     def cells(self) -> list[Cell]:
         return [
@@ -717,7 +733,9 @@ class Runner:
 
     def prepare(self, cell: Cell, model: Any, x: Any, y: Any, stream: Any) -> Side:
         """A side of the cell, warmed up (and captured, in graph mode)."""
-        side = Side(self.torch, model, self.base(cell.model)[1], x, y, cell.dtype)
+        plan = self.plan
+        side = Side(self.torch, model, self.base(cell.model)[1], x, y, cell.dtype, plan.bn,
+                    plan.memory_format == "channels_last", cell.mode == "compile")  # fmt: skip
         if cell.mode == "graph":
             side.capture(self.plan.warmup, stream)
         else:
@@ -751,6 +769,8 @@ class Runner:
                 result.steps[name] = len(timed.gpu[name])
             result.notes += [f"{name} timing: {why}" for name, why in timed.errors.items()]
         for name, side in sides.items():
+            if self.plan.bn == "train":
+                break  # training BN updates its running statistics by design
             changed = changed_statistics(self.torch, side.model, self.base(cell.model)[1])
             if changed:
                 result.notes.append(f"{name}: BN running statistics changed during the steps: {changed[:3]}")
@@ -799,7 +819,7 @@ class Runner:
             self.release()
 
     def profile(self, model: Any, state: Mapping[str, Any], x: Any, y: Any, dtype: str) -> KernelTimes:
-        side = Side(self.torch, model, state, x, y, dtype)
+        side = Side(self.torch, model, state, x, y, dtype, self.plan.bn, self.plan.memory_format == "channels_last")
         side.warm_up(2)
         return profile_kernels(self.torch, side.step, self.plan.profile_steps)
 

@@ -14,8 +14,10 @@ every op declared with `torch=True` becomes `torch.ops.rust_kernels.<name>` with
   inputs, outputs and scalars; a backward op refuses double backward; forward-mode AD (a dual tensor's tangent) is
   refused with an error naming the op, never dropped.
 
-Inputs are made contiguous first (a copy for channels_last, slices, the expanded gradient of a `sum()`), lazily
-negated or conjugated views resolved; outputs are allocated as the declaration says.
+Inputs are made dense first: contiguous (a copy for slices, the expanded gradient of a `sum()`), or in another memory
+order where the op reads it (`Op.orders`: channels_last) and an input is in it; lazily negated or conjugated views
+resolved.
+Outputs are allocated as the declaration says (like their input: in its memory format).
 """
 
 from __future__ import annotations
@@ -35,9 +37,35 @@ NAMESPACE = "rust_kernels"
 _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: the registrations live as long as it does
 
 
-def _resolved(a: Any) -> Any:
-    """A plain contiguous tensor with `a`'s values (a lazily negated or conjugated view resolved)."""
-    return a.resolve_neg().resolve_conj().contiguous() if isinstance(a, torch.Tensor) else a
+def _order(op: Op, args: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The memory order (besides C's) the op reads with these scalars that a non-contiguous tensor argument is
+    dense in (channels_last), or None."""
+    scalars = dict(zip((s.name for s in op.scalars), args[len(op.inputs) :], strict=True))
+    for order in op.orders(scalars) if op.orders is not None else ():
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.dim() == len(order) and not a.is_contiguous() and \
+                    arrays.contiguous_in(a, order):  # fmt: skip
+                return order
+    return None
+
+
+def _dense(a: torch.Tensor, order: tuple[int, ...] | None) -> torch.Tensor:
+    """`a` (a lazily negated or conjugated view resolved) C-contiguous, or dense in `order` where it has that rank."""
+    a = a.resolve_neg().resolve_conj()
+    if order is None or a.dim() != len(order):
+        return a.contiguous()
+    if arrays.contiguous_in(a, order):
+        return a
+    back = sorted(range(len(order)), key=order.__getitem__)
+    return a.permute(*order).contiguous().permute(*back)
+
+
+def _resolved(op: Op, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Plain dense tensors with the arguments' values: contiguous, or every one of that rank in the memory order the
+    op reads where an argument is in it (no copies of a channels_last model's activations; a gradient in the other
+    format is copied to it)."""
+    order = _order(op, args)
+    return tuple(_dense(a, order) if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def _check_devices(op: Op, args: tuple[Any, ...], device: str) -> None:
@@ -69,7 +97,7 @@ def run_cuda(op: Op, *args: Any, **kwargs: Any) -> Any:
     """`op` on CUDA tensors: resolved and contiguous, on torch's current stream (the op's default)."""
     args = _bound(op, args, kwargs)
     _no_tangents(op, args)
-    return op(*map(_resolved, args), backend="cuda")
+    return op(*_resolved(op, args), backend="cuda")
 
 
 def run_host(op: Op, *args: Any, **kwargs: Any) -> Any:
@@ -77,7 +105,8 @@ def run_host(op: Op, *args: Any, **kwargs: Any) -> Any:
     args = _bound(op, args, kwargs)
     _no_tangents(op, args)
     _check_devices(op, args, "cpu")
-    out = op(*(arrays.to_host(_resolved(a.detach())) if isinstance(a, torch.Tensor) else a for a in args),
+    detached = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    out = op(*(arrays.to_host(a) if isinstance(a, torch.Tensor) else a for a in _resolved(op, detached)),
              backend="host")  # fmt: skip
     return tuple(map(arrays.to_torch, out)) if isinstance(out, tuple) else arrays.to_torch(out)
 
@@ -109,7 +138,7 @@ def _fake(op: Op) -> Callable[..., Any]:
     inputs = len(op.inputs)
 
     def fake(*args: Any, **kwargs: Any) -> Any:
-        args = _bound(op, args, kwargs)
+        args = _resolved(op, _bound(op, args, kwargs))  # as the real kernels see them
         arrays_, scalars = args[:inputs], args[inputs:]
         backend = "cuda" if arrays_[0].device.type == "cuda" else "host"
         named, problem = op.problem(arrays_, scalars, backend, traced=True)
@@ -127,12 +156,16 @@ def _autograd(op: Op, backward: Op) -> tuple[Callable[..., Any], Callable[..., A
     outputs = [o.name for o in op.outputs]
     saved = [i.name for i in backward.inputs if i.name not in gradient.grads]
     given = {o.name: gradient.gives[o.name] for o in backward.outputs if o.name in gradient.gives}
+    mutated = {i.name for i in op.inputs if i.mutated}
     grads_of = [forward_names.index(target) for target in given.values()]
 
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         by_name = dict(zip(forward_names, inputs, strict=True))
         by_name |= dict(zip(outputs, output if isinstance(output, tuple) else (output,), strict=True))
-        ctx.save_for_backward(*(by_name.get(name) for name in saved))
+        ctx.save_for_backward(*(None if name in mutated else by_name.get(name) for name in saved))
+        # Inputs the forward mutates (running statistics) are kept by reference, not saved: saving would make the
+        # next in-place update a version error; the backward sees their current values.
+        ctx.mutated = {name: by_name[name] for name in saved if name in mutated}
         ctx.scalars = {s.name: by_name[s.name] for s in backward.scalars if s.name in by_name}
 
     def backward_fn(ctx: Any, *grads: Any) -> tuple[Any, ...]:
@@ -142,7 +175,7 @@ def _autograd(op: Op, backward: Op) -> tuple[Callable[..., Any], Callable[..., A
         need = [ctx.needs_input_grad[k] for k in grads_of]
         if any(g is None for g in upstream.values()) or not any(need):
             return tuple(result)
-        by_name = dict(zip(saved, ctx.saved_tensors, strict=True)) | upstream
+        by_name = dict(zip(saved, ctx.saved_tensors, strict=True)) | ctx.mutated | upstream
         args = [by_name[i.name] for i in backward.inputs]
         args += [ctx.scalars.get(s.name, s.default) for s in backward.scalars]
         out = getattr(torch.ops.rust_kernels, backward.name)(*args)
@@ -154,6 +187,34 @@ def _autograd(op: Op, backward: Op) -> tuple[Callable[..., Any], Callable[..., A
         return tuple(result)
 
     return setup_context, backward_fn
+
+
+def _mutating_autograd(op: Op, setup_context: Callable[..., Any], backward_fn: Callable[..., Any]
+                       ) -> Callable[..., Any]:  # fmt: skip
+    """The Autograd kernel of an op that mutates inputs (running statistics, which take no gradient): an
+    autograd.Function whose forward redispatches below autograd to the op's own kernels."""
+    operator = getattr(torch.ops, NAMESPACE)
+
+    class Mutating(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *args: Any) -> Any:
+            with torch._C._AutoDispatchBelowAutograd():
+                out = getattr(operator, op.name)(*args)
+            setup_context(ctx, args, out)
+            return out
+
+        @staticmethod
+        def backward(ctx: Any, *grads: Any) -> tuple[Any, ...]:
+            return backward_fn(ctx, *grads)
+
+        @staticmethod
+        def jvp(ctx: Any, *tangents: Any) -> Any:
+            raise NotImplementedError(f"rust_kernels::{op.name}: forward-mode AD is not implemented")
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return Mutating.apply(*_bound(op, args, kwargs))
+
+    return kernel
 
 
 def _no_double_backward(name: str) -> Callable[..., Any]:
@@ -184,7 +245,10 @@ def define(op: Op) -> None:
         if backward is None:
             raise ArgumentError(f"op {op.name}: its backward {op.gradient.backward!r} is not a defined torch op")
         setup_context, backward_fn = _autograd(op, backward)
-        torch.library.register_autograd(qualified, backward_fn, setup_context=setup_context, lib=_LIBRARY)
+        if any(i.mutated for i in op.inputs):  # torch.library's register_autograd takes functional ops only
+            _LIBRARY.impl(op.name, _mutating_autograd(op, setup_context, backward_fn), "Autograd")
+        else:
+            torch.library.register_autograd(qualified, backward_fn, setup_context=setup_context, lib=_LIBRARY)
         if backward.name not in _BACKWARDS:
             torch.library.register_autograd(f"{NAMESPACE}::{backward.name}", _no_double_backward(backward.name),
                                             lib=_LIBRARY)  # fmt: skip

@@ -1,5 +1,5 @@
-"""`BatchNorm2d`, torch.nn.BatchNorm2d on rust_kernels' kernels where they exist, `batch_norm_2d` (its functional
-form) and `convert(model)`.
+"""`BatchNorm2d`, torch.nn.BatchNorm2d on rust_kernels' kernels, `batch_norm_2d` (its functional form, eval and
+training mode) and `convert(model)`.
 
 Eagerly, on plain CPU/CUDA tensors, batch_norm_2d skips the dispatcher: the ops' kernels under a plain
 autograd.Function (torch.library's Python autograd and dispatch cost a model step about 0.2 ms of host time per
@@ -91,17 +91,60 @@ class _EagerBatchNorm2d(torch.autograd.Function):
         return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None)
 
 
+class _EagerTrainingBatchNorm2d(torch.autograd.Function):
+    """Training mode's eager path: the torch-native forward and backward ops' kernels (batch statistics; the running
+    statistics updated in place) under a plain autograd.Function."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                momentum: float, eps: float) -> Tensor:  # fmt: skip
+        y, save_mean, save_invstd = _training_forward(x, weight, bias, running_mean, running_var, momentum, eps)
+        ctx.save_for_backward(x, weight, save_mean, save_invstd)
+        ctx.statistics = (running_mean, running_var)  # not read by the backward: shapes only, and never saved
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, save_mean, save_invstd = ctx.saved_tensors
+        tensors = (_in_format(dy, x), x, weight, *ctx.statistics, save_mean, save_invstd)
+        if torch.is_grad_enabled():  # create_graph: the operator, which refuses double backward
+            out = _ops.batch_norm_2d_backward(*tensors, True, ctx.eps)
+        else:
+            out = backward.NATIVE.fast(tensors, (True, ctx.eps, True))  # the op's scalars: training, eps, deterministic
+            if out is None:
+                out = library.call(backward.NATIVE, *tensors, True, ctx.eps)
+        need = ctx.needs_input_grad[:3]
+        return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None, None)
+
+
+def _training_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                      momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    tensors = (x, weight, bias, running_mean, running_var)
+    out = forward.NATIVE.fast(tensors, (True, momentum, eps))  # the op's scalars: training, momentum, eps
+    return library.call(forward.NATIVE, *tensors, True, momentum, eps) if out is None else out
+
+
+def _in_format(t: Tensor, like: Tensor) -> Tensor:
+    """`t` in `like`'s memory format (a gradient may come contiguous for a channels_last activation)."""
+    return t.contiguous(memory_format=torch.channels_last) if _channels_last(like) else t.contiguous()
+
+
 def batch_norm_2d(
     x: Tensor,
     running_mean: Tensor,
     running_var: Tensor,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
-    """torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training=False, eps=eps) for NCHW
-    x, on our kernels (forward, and backward through autograd). A missing weight or bias is one or zero. Eager calls
-    on plain tensors run the kernels directly (host cost); others go through torch.ops.rust_kernels."""
+    """torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps) for x of
+    shape [B, C, H, W], on our kernels (forward, and backward through autograd). Eval mode: frozen running
+    statistics, x NCHW. Training mode: batch statistics, running_mean and running_var updated in place, x NCHW or
+    channels_last (y in x's memory format). A missing weight or bias is one or zero. Eager calls on plain tensors run
+    the kernels directly (host cost); others go through torch.ops.rust_kernels."""
     if weight is None:
         weight = torch.ones_like(running_var)
     if bias is None:
@@ -109,6 +152,13 @@ def batch_norm_2d(
     tensors = (x, weight, bias, running_mean, running_var)
     if _eager(tensors):
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+        if training:
+            if forward_ad._current_level >= 0:
+                raise NotImplementedError("rust_kernels.torch.batch_norm_2d: forward-mode AD in training mode is not "
+                                          "implemented")  # fmt: skip
+            if needs_grad:
+                return _EagerTrainingBatchNorm2d.apply(*tensors, momentum, eps)
+            return _training_forward(*tensors, momentum, eps)[0]
         if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries their tangents
             return _EagerBatchNorm2d.apply(*tensors, eps)
         return _forward(*tensors, eps)
@@ -117,7 +167,7 @@ def batch_norm_2d(
         if interpreter is not None and interpreter.key() == torch._C._functorch.TransformType.Jvp:
             raise NotImplementedError("rust_kernels.torch.batch_norm_2d: torch.func.jvp is not implemented "
                                       "(forward-mode AD through torch.autograd.forward_ad is)")  # fmt: skip
-    return _ops.batch_norm_2d_forward(*tensors, False, 0.0, eps)[0]
+    return _ops.batch_norm_2d_forward(*tensors, training, momentum, eps)[0]
 
 
 def _channels_last(x: Tensor) -> bool:
@@ -125,20 +175,29 @@ def _channels_last(x: Tensor) -> bool:
 
 
 class BatchNorm2d(torch.nn.BatchNorm2d):
-    """torch.nn.BatchNorm2d (same constructor, parameters, buffers and state_dict) that normalises with the running
-    statistics (eval mode with track_running_stats) with our forward kernel, and our backward kernel under autograd
-    (batch_norm_2d). Training mode, and eval mode without running statistics, normalise with batch statistics:
-    torch's own implementation runs them until rust_kernels' training-mode kernels land.
+    """torch.nn.BatchNorm2d (same constructor, parameters, buffers and state_dict) on our kernels: training mode
+    normalises with the batch statistics and updates the running statistics (momentum, or with momentum=None the
+    cumulative average over num_batches_tracked, as torch does), NCHW or channels_last; eval mode normalises with
+    the running statistics, NCHW. Our backward kernels run under autograd in both modes.
 
-    NCHW inputs in f32, f64, bf16 or f16, with the parameters in the same dtype or, for bf16/f16 inputs, in f32 (as
-    torch.autocast leaves them). channels_last inputs go to torch's batch norm, which keeps their memory format (our
-    kernels are NCHW: a copy to NCHW and back would make a converted channels_last model slower)."""
+    Inputs in f32, f64, bf16 or f16, with the parameters in the same dtype or, for bf16/f16 inputs, in f32 (as
+    torch.autocast leaves them). torch's own implementation runs what our kernels do not: eval mode in
+    channels_last (our eval kernels are NCHW: a copy to NCHW and back would make a converted channels_last model
+    slower), and a module without running statistics (track_running_stats=False)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if self.training or self.running_mean is None or self.running_var is None or _channels_last(input):
+        if self.running_mean is None or self.running_var is None or (not self.training and _channels_last(input)):
             return super().forward(input)
         self._check_input_dim(input)
-        return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, self.eps)
+        if not self.training:
+            return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # the cumulative moving average, as torch computes its factor
+                momentum = 1.0 / float(self.num_batches_tracked)
+        return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, True, momentum,
+                             self.eps)  # fmt: skip
 
 
 def convert(model: torch.nn.Module) -> torch.nn.Module:

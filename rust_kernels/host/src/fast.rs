@@ -1,14 +1,15 @@
 //! `FastCalls`: an op's fast path on PyTorch tensors. What an op call decides (its checks passed, the plan, the
 //! loaded kernel, the grid, the kernel's scalar arguments) depends only on the call's *signature*: its scalar
 //! arguments, the stream it launches on and, per array, its shape, dtype, device, contiguity and address modulo 16.
-//! The op decides a signature once, through its checked path, and `remember`s the launch; a later call of that
-//! signature is one native call here: the signature, the output allocations (`empty_like`, or `new_empty` of a
-//! remembered shape), the packing and cuLaunchKernel, with no checks.
+//! The op decides a signature once, through its checked path, and `remember`s its launches (one, or several in
+//! order: a reduction then an elementwise pass); a later call of that signature is one native call here: the
+//! signature, the output allocations (`empty_like`, or `new_empty` of a remembered shape and dtype), the packing
+//! and cuLaunchKernel per launch, with no checks.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyFloat, PyInt, PyTuple};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -33,13 +34,24 @@ enum Slot {
     Value(u64),
 }
 
-/// A decided launch.
-struct Entry {
+/// One launch of a decided call.
+struct Launch {
     launch: Py<CheckedLaunch>,
     grid: [u32; 3],
-    /// Per output, the input it is allocated like, and its shape where that differs from the input's.
-    like: Vec<(usize, Option<Py<PyTuple>>)>,
     slots: Vec<Slot>,
+}
+
+/// How an output is allocated: like input `input`, with `shape` and `dtype` where they differ from its.
+struct Like {
+    input: usize,
+    shape: Option<Py<PyTuple>>,
+    dtype: Option<PyObject>,
+}
+
+/// A decided call: its outputs and its launches, in order.
+struct Entry {
+    like: Vec<Like>,
+    launches: Vec<Launch>,
     /// What the key and the packed values refer to (dtypes, workspaces): alive while the entry is.
     _keep: Vec<PyObject>,
 }
@@ -65,12 +77,14 @@ const FLOAT: u64 = 3;
 ///     # library() -> (plain array types, empty_like, current_stream) once the array library is imported, else None
 /// calls(arrays: tuple, scalars: tuple, stream: int | None = None) -> tuple | None
 ///     # the outputs of the launch decided for this signature, or None (no decision: take the checked path)
-/// calls.remember(arrays, scalars, stream: int, launch: CheckedLaunch, grid, like, layout, tail) -> bool
-///     # after a checked launch of `launch` succeeded for this call: output j is empty_like(arrays[i]) for
-///     # like[j] = (i, None), arrays[i].new_empty(shape) for (i, shape); parameter k is input layout[k] (>= 0),
-///     # output -1 - layout[k], or (None) the next of the `tail` values
+/// calls.remember(arrays, scalars, stream: int, like, launches) -> bool
+///     # after the checked launches succeeded for this call: output j is empty_like(arrays[i]) for
+///     # like[j] = (i, None, None), arrays[i].new_empty(shape, dtype=dtype) for (i, shape, dtype) (a None dtype:
+///     # the input's); launches: [(launch: CheckedLaunch, grid, layout, tail)], run in order, parameter k of each
+///     # input layout[k] (>= 0), output -1 - layout[k], or (None) the next of its `tail` values
 /// ```
-/// An array may be None (an optional input left out): it is part of the signature and binds no parameter.
+/// An array may be None (an optional input left out): it is part of the signature and binds no parameter. A
+/// non-contiguous array's strides are part of its signature (channels_last and NCHW differ).
 #[pyclass(frozen, module = "rust_kernels._host")]
 pub struct FastCalls {
     capacity: usize,
@@ -163,6 +177,12 @@ impl FastCalls {
             for extent in shape.iter() {
                 key.push(extent.extract::<i64>()? as u64);
             }
+            if !contiguous {
+                let strides = array.call_method0(intern!(py, "stride"))?;
+                for stride in strides.downcast::<PyTuple>()?.iter() {
+                    key.push(stride.extract::<i64>()? as u64);
+                }
+            }
             addresses.push(address);
             dtypes.push(dtype.unbind());
         }
@@ -172,6 +192,54 @@ impl FastCalls {
             dtypes,
             device: first_device,
         }))
+    }
+
+    /// Where each parameter of `launch` comes from, checked against the kernel: `layout[k]` an input (>= 0, not
+    /// None), an output (-1 - j) for a pointer parameter, or None for the next of the `tail` values (packed now).
+    fn slots(
+        arrays: &Bound<'_, PyTuple>,
+        outputs: usize,
+        launch: &CheckedLaunch,
+        layout: &[Option<i64>],
+        tail: &Bound<'_, PyTuple>,
+    ) -> PyResult<Vec<Slot>> {
+        let count = launch.param_count();
+        let tails = layout.iter().filter(|source| source.is_none()).count();
+        if layout.len() != count || tails != tail.len() {
+            return Err(PyValueError::new_err(format!(
+                "FastCalls.remember: {} layout entries ({tails} of them tail) and {} tail values for {count} \
+                 parameters",
+                layout.len(),
+                tail.len()
+            )));
+        }
+        let mut slots = Vec::with_capacity(count);
+        let mut values = tail.iter();
+        for (k, &source) in layout.iter().enumerate() {
+            let Some(source) = source else {
+                let value = values.next().expect("counted above");
+                let mut bits = 0u64;
+                launch.pack_unchecked(k, &value, &mut bits)?;
+                slots.push(Slot::Value(bits));
+                continue;
+            };
+            let slot = match usize::try_from(source) {
+                Ok(i) if i < arrays.len() && !arrays.get_borrowed_item(i)?.is_none() => Slot::Input(i),
+                Err(_) if ((-1 - source) as usize) < outputs => Slot::Output((-1 - source) as usize),
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "FastCalls.remember: layout[{k}] = {source} is no array"
+                    )))
+                }
+            };
+            if !launch.is_pointer(k) {
+                return Err(PyValueError::new_err(format!(
+                    "FastCalls.remember: parameter {k} is not a pointer"
+                )));
+            }
+            slots.push(slot);
+        }
+        Ok(slots)
     }
 
     /// The signature with the stream: the one given, or the library's current stream on the arrays' device.
@@ -230,11 +298,19 @@ impl FastCalls {
         let library = self.library.get().expect("resolved by keyed");
         let mut outputs = Vec::with_capacity(entry.like.len());
         let mut addresses = Vec::with_capacity(entry.like.len());
-        for (input, shape) in &entry.like {
+        for Like { input, shape, dtype } in &entry.like {
             let like = arrays.get_borrowed_item(*input)?;
-            let output = match shape {
-                None => library.empty_like.bind(py).call1((like,))?,
-                Some(shape) => like.call_method1(intern!(py, "new_empty"), (shape.bind(py),))?,
+            let output = match (shape, dtype) {
+                (None, None) => library.empty_like.bind(py).call1((like,))?,
+                (None, Some(dtype)) => {
+                    let options = [(intern!(py, "dtype"), dtype.bind(py))].into_py_dict(py)?;
+                    library.empty_like.bind(py).call((like,), Some(&options))?
+                }
+                (Some(shape), None) => like.call_method1(intern!(py, "new_empty"), (shape.bind(py),))?,
+                (Some(shape), Some(dtype)) => {
+                    let options = [(intern!(py, "dtype"), dtype.bind(py))].into_py_dict(py)?;
+                    like.call_method(intern!(py, "new_empty"), (shape.bind(py),), Some(&options))?
+                }
             };
             let address: u64 = output.call_method0(intern!(py, "data_ptr"))?.extract()?;
             if !address.is_multiple_of(16) {
@@ -243,90 +319,67 @@ impl FastCalls {
             outputs.push(output);
             addresses.push(address);
         }
-        with_buffer(entry.slots.len(), 0u64, |values| {
-            for (value, slot) in values.iter_mut().zip(&entry.slots) {
-                *value = match *slot {
-                    Slot::Input(i) => signature.addresses[i],
-                    Slot::Output(j) => addresses[j],
-                    Slot::Value(bits) => bits,
-                };
-            }
-            entry
-                .launch
-                .get()
-                .send_unchecked(py, entry.grid, stream as usize, values)
-        })?;
+        for launch in &entry.launches {
+            with_buffer(launch.slots.len(), 0u64, |values| {
+                for (value, slot) in values.iter_mut().zip(&launch.slots) {
+                    *value = match *slot {
+                        Slot::Input(i) => signature.addresses[i],
+                        Slot::Output(j) => addresses[j],
+                        Slot::Value(bits) => bits,
+                    };
+                }
+                launch
+                    .launch
+                    .get()
+                    .send_unchecked(py, launch.grid, stream as usize, values)
+            })?;
+        }
         Ok(Some(PyTuple::new(py, outputs)?))
     }
 
     /// See the class doc. Returns whether the call was kept (a call with no signature is not).
-    #[allow(clippy::too_many_arguments)]
     fn remember(
         &self,
         py: Python<'_>,
         arrays: &Bound<'_, PyTuple>,
         scalars: &Bound<'_, PyTuple>,
         stream: u64,
-        launch: Py<CheckedLaunch>,
-        grid: (u32, u32, u32),
-        like: Vec<(usize, Option<Py<PyTuple>>)>,
-        layout: Vec<Option<i64>>,
-        tail: &Bound<'_, PyTuple>,
+        like: Vec<(usize, Option<Py<PyTuple>>, Option<PyObject>)>,
+        launches: Vec<(Py<CheckedLaunch>, (u32, u32, u32), Vec<Option<i64>>, Bound<'_, PyTuple>)>,
     ) -> PyResult<bool> {
-        let count = launch.get().param_count();
-        let tails = layout.iter().filter(|source| source.is_none()).count();
-        if layout.len() != count || tails != tail.len() {
-            return Err(PyValueError::new_err(format!(
-                "FastCalls.remember: {} layout entries ({tails} of them tail) and {} tail values for {count} \
-                 parameters",
-                layout.len(),
-                tail.len()
-            )));
-        }
-        if let Some((input, _)) = like
+        if let Some((input, ..)) = like
             .iter()
-            .find(|(i, _)| *i >= arrays.len() || arrays.get_borrowed_item(*i).is_ok_and(|a| a.is_none()))
+            .find(|(i, ..)| *i >= arrays.len() || arrays.get_borrowed_item(*i).is_ok_and(|a| a.is_none()))
         {
             return Err(PyValueError::new_err(format!(
                 "FastCalls.remember: no input {input} to allocate like"
             )));
         }
-        let mut slots = Vec::with_capacity(count);
-        let mut values = tail.iter();
-        for (k, &source) in layout.iter().enumerate() {
-            let Some(source) = source else {
-                let value = values.next().expect("counted above");
-                let mut bits = 0u64;
-                launch.get().pack_unchecked(k, &value, &mut bits)?;
-                slots.push(Slot::Value(bits));
-                continue;
-            };
-            let slot = match usize::try_from(source) {
-                Ok(i) if i < arrays.len() && !arrays.get_borrowed_item(i)?.is_none() => Slot::Input(i),
-                Err(_) if ((-1 - source) as usize) < like.len() => Slot::Output((-1 - source) as usize),
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "FastCalls.remember: layout[{k}] = {source} is no array"
-                    )))
-                }
-            };
-            if !launch.get().is_pointer(k) {
-                return Err(PyValueError::new_err(format!(
-                    "FastCalls.remember: parameter {k} is not a pointer"
-                )));
-            }
-            slots.push(slot);
+        if launches.is_empty() {
+            return Err(PyValueError::new_err("FastCalls.remember: no launch"));
+        }
+        let mut decided = Vec::with_capacity(launches.len());
+        let mut keep = Vec::new();
+        for (launch, grid, layout, tail) in launches {
+            let slots = Self::slots(arrays, like.len(), launch.get(), &layout, &tail)?;
+            keep.push(tail.into_any().unbind());
+            decided.push(Launch {
+                launch,
+                grid: [grid.0, grid.1, grid.2],
+                slots,
+            });
         }
         let Some((signature, _)) = self.keyed(py, arrays, scalars, Some(stream))? else {
             return Ok(false);
         };
-        let mut keep = signature.dtypes;
-        keep.push(tail.clone().into_any().unbind());
+        keep.extend(signature.dtypes);
+        let like = like
+            .into_iter()
+            .map(|(input, shape, dtype)| Like { input, shape, dtype })
+            .collect();
         let entry = Arc::new(Entry {
-            launch,
-            grid: [grid.0, grid.1, grid.2],
             like,
-            slots,
+            launches: decided,
             _keep: keep,
         });
         let forgotten = {

@@ -21,7 +21,8 @@ Shape = tuple[int, ...]
 
 
 class Baseline:
-    """The benchmark of family `family` (a registered family's name)."""
+    """A benchmark of family `family` (a registered family's name: its inputs and dtypes); `name` tells several of
+    one family apart."""
 
     family: str
     bench_shapes: list[Shape] = []  # noqa: RUF012 (class-level default, replaced per family)
@@ -65,9 +66,9 @@ def _load_package_baselines() -> None:
 
 
 def baselines() -> list[Baseline]:
-    """The baseline of every registered family that has one, in the registry's order."""
+    """The baselines of every registered family that has some, in the registry's order."""
     _load_package_baselines()
-    return [_BASELINES[f.name] for f in registry.families() if f.name in _BASELINES]
+    return [b for f in registry.families() for b in _BASELINES.values() if b.family == f.name]
 
 
 def baseline(name: str) -> Baseline:

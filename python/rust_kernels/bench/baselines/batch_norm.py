@@ -1,4 +1,5 @@
-"""The BatchNorm2d NCHW eval ops' benchmarks: bytes moved and the baselines a user would pick instead."""
+"""The BatchNorm2d benchmarks (the NCHW eval ops; training mode's forward + backward in NCHW and channels_last): bytes
+moved and the baselines a user would pick instead."""
 
 from __future__ import annotations
 
@@ -94,5 +95,73 @@ class ForwardInference(Baseline):
         }
 
 
+class Training(Baseline):
+    """One training-mode BatchNorm2d forward + backward (what a training step runs per layer), NCHW or channels_last:
+    ours (the torch-native ops' kernels), PyTorch eager (F.batch_norm and its autograd backward), torch.compile of
+    the same module function (Inductor's forward and backward kernels) and an 8-pass copy (the bound)."""
+
+    family = "batch_norm_2d_forward"
+    bench_shapes = [(32, 256, 56, 56), (128, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
+                    (128, 1024, 14, 14), (128, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
+
+    def __init__(self, channels_last: bool) -> None:
+        self.channels_last = channels_last
+
+    @property
+    def name(self) -> str:
+        return "batch_norm_2d_training" + ("_channels_last" if self.channels_last else "")
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """The forward reads x for the statistics, then x again and writes y; the backward reads dy and x to reduce,
+        then both again and writes dx: 8 passes."""
+        return 8 * math.prod(shape) * DTYPES[activations(dtype)].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+        import torch.nn.functional as F
+
+        import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+        layout = torch.channels_last if self.channels_last else torch.contiguous_format
+        x, weight, bias, mean, var = (tensors[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
+        x = x.contiguous(memory_format=layout)
+        dy = torch.randn_like(x)
+        y, dx = torch.empty_like(x), torch.empty_like(x)
+        leaves = [t.detach().clone().requires_grad_() for t in (x, weight, bias)]
+
+        def eager_step(fn: Callable[..., Any]) -> Callable[[], Any]:
+            def step() -> Any:
+                out = fn(leaves[0], mean, var, leaves[1], leaves[2], True, 0.1, EPS)
+                return torch.autograd.grad(out, leaves, dy)
+
+            return step
+
+        fwd, bwd = ops.batch_norm_2d_forward, ops.batch_norm_2d_backward
+        native = torch.ops.rust_kernels
+
+        def ours() -> Any:
+            _, save_mean, save_invstd = fwd(x, weight, bias, mean, var, True, 0.1, EPS)
+            return bwd(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS)
+
+        def ours_op() -> Any:
+            _, save_mean, save_invstd = native.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS)
+            return native.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS)
+
+        def bound() -> Any:
+            torch.neg(x, out=y)
+            torch.add(x, dy, out=dx)
+            return torch.add(x, dy, out=dx)
+
+        return {
+            "ours": ours,
+            "ours_op": ours_op,
+            "torch": eager_step(F.batch_norm),
+            "compile": eager_step(torch.compile(F.batch_norm, dynamic=False)),
+            "bound": bound,
+        }
+
+
 register(Backward())
 register(ForwardInference())
+register(Training(channels_last=False))
+register(Training(channels_last=True))

@@ -11,9 +11,8 @@ original signature.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
-from rust_kernels.families.batch_norm import common
+from rust_kernels.families.batch_norm import common, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardSplit,
@@ -85,16 +84,16 @@ def choose(problem: Problem, placement: Placement) -> Plan:
 ARRAYS = (Input("dy"), Input("x"), Input("weight"), *common.STATISTICS)
 OUTPUTS = (Output("dx", like="x"), Output("dweight", like="weight", sum=True),
            Output("dbias", like="weight", sum=True))  # fmt: skip
+PER_CHANNEL = ("weight", "running_mean", "running_var")
 
 
-def _op(name: str, **declared: Any) -> Op:
-    """An op of these kernels and plans: the NCHW op and its torch-native signature differ in the rest alone."""
-    describe = common.describe(name, "x", ("x", "dy"), ("weight", "running_mean", "running_var"))
-    return Op(name=name, outputs=OUTPUTS, describe=describe, choose=choose, kernels=KERNELS, aligned=("dy", "x", "dx"),
-              **declared)  # fmt: skip
+def _choose_native(problem: Problem, placement: Placement) -> Plan:
+    if problem.scalars["training"]:
+        return training.choose("backward", problem, placement)
+    return choose(problem, placement)
 
 
-NCHW = _op(
+NCHW = Op(
     name="batch_norm_2d_nchw_backward",
     doc="""(dx, dweight, dbias) of BatchNorm2d over NCHW `x` with frozen running statistics. dy and x share a dtype;
     weight and the statistics have it too, or f32 with bf16/f16 activations (torch.autocast's pairing), and dweight
@@ -106,15 +105,28 @@ NCHW = _op(
     Launches go to `stream`, by default the current stream of the arrays' library.""",
     inputs=ARRAYS,
     scalars=(common.EPS, common.BLOCK_HW, common.DETERMINISTIC),
+    outputs=OUTPUTS,
+    describe=common.describe("batch_norm_2d_nchw_backward", "x", ("x", "dy"), PER_CHANNEL),
+    choose=choose,
+    kernels=KERNELS,
+    aligned=("dy", "x", "dx"),
 )
 
-NATIVE = _op(
+NATIVE = Op(
     name="batch_norm_2d_backward",
-    doc="""(dx, dweight, dbias), as torch.ops.aten.native_batch_norm_backward for NCHW x with output_mask all True.
-    Eval mode uses the running statistics (save_mean and save_invstd, empty in eval mode, are not read);
-    training=True raises NotImplementedError until the training-mode kernels land.""",
+    doc="""(dx, dweight, dbias), as torch.ops.aten.native_batch_norm_backward with output_mask all True.
+    training=True: the gradient through the batch statistics, from the forward's save_mean and save_invstd (dy, x
+    NCHW or channels_last in memory, dx in x's memory format; sums added in a fixed order, bit-identical run to
+    run; `deterministic` is accepted for the signature). Eval mode: frozen running statistics, NCHW (save_mean and
+    save_invstd, empty in eval mode, are not read).""",
     inputs=(*ARRAYS, Input("save_mean", optional=True), Input("save_invstd", optional=True)),
     scalars=(common.TRAINING, common.EPS, common.DETERMINISTIC),
+    outputs=OUTPUTS,
+    describe=common.describe("batch_norm_2d_backward", "x", ("x", "dy"), PER_CHANNEL, ("save_mean", "save_invstd")),
+    choose=_choose_native,
+    kernels=KERNELS + training.BACKWARD_KERNELS,
+    aligned=("dy", "x", "dx"),
+    orders=common.training_orders,
     torch=True,
 )
 

@@ -119,27 +119,75 @@ DETERMINISTIC = Scalar("deterministic", True, check_flag("deterministic"), "bool
 TRAINING = Scalar("training", False, check_flag("training"), "bool")
 MOMENTUM = Scalar("momentum", 0.1, check_momentum, "float")
 STATISTICS = (Input("running_mean"), Input("running_var"))
+MUTATED_STATISTICS = (Input("running_mean", mutated=True), Input("running_var", mutated=True))  # training updates them
 
 
-def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str, ...]) -> Any:
-    """Op `op`'s `describe`: x (NCHW) and the arrays shaped like it (`same`), the [C] arrays (`per_channel`), their
-    dtypes (check_inputs); the kernel arguments B, C, HW and eps. Runs on fake tensors too (torch.compile's
-    tracing): only shapes and dtypes are read."""
+CHANNELS_LAST = (0, 2, 3, 1)  # the dimension order of a channels_last array in memory (NHWC)
+
+
+def _strides(a: Any) -> tuple[int, ...]:
+    return tuple(a.stride()) if arrays.is_torch(a) else tuple(s // a.itemsize for s in a.strides)
+
+
+def memory_order(x_name: str, same: dict[str, Any]) -> tuple[int, ...] | None:
+    """None where x is C-contiguous (NCHW), CHANNELS_LAST where it is channels_last (an NHWC buffer behind the NCHW
+    shape: torch.channels_last, or a transposed NumPy array); the other arrays shaped like x must be as x is."""
+    x = same[x_name]
+    order = next((o for o in (None, CHANNELS_LAST) if arrays.contiguous_in(x, o or (0, 1, 2, 3))), False)
+    if order is False:
+        raise ArgumentError(f"{x_name}: expected a contiguous NCHW or channels_last array, got strides {_strides(x)}")
+    for name, a in same.items():
+        if not arrays.contiguous_in(a, order or (0, 1, 2, 3)):
+            layout = "channels_last" if order else "contiguous NCHW"
+            raise ArgumentError(f"{name}: expected a {layout} array like {x_name}, got strides {_strides(a)}")
+    return order
+
+
+def training_orders(scalars: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
+    """The memory orders besides NCHW the torch-native ops read: channels_last, in training mode."""
+    return (CHANNELS_LAST,) if scalars.get("training") else ()
+
+
+def acc_dtype(dtype: str) -> str:
+    """The accumulation type of activations in `dtype`: what batch statistics are saved in (f32 for bf16/f16)."""
+    return DTYPES[dtype].acc
+
+
+def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str, ...],
+             saved: tuple[str, ...] = ()) -> Any:  # fmt: skip
+    """Op `op`'s `describe`: x (NCHW shape; NCHW or, in training mode, channels_last in memory) and the arrays shaped
+    like it (`same`), the [C] arrays (`per_channel`) and, in training mode, the saved batch statistics (`saved`:
+    [C] in the accumulation type), their dtypes (check_inputs); the kernel arguments B, C, HW, eps, momentum and
+    count (B * H * W). Runs on fake tensors too (torch.compile's tracing): only shapes, strides and dtypes are read."""
 
     def problem(named: dict[str, Any], scalars: dict[str, Any], backend: str) -> Problem:
-        if scalars.get("training"):
-            raise NotImplementedError(f"{op}: {TRAINING_LATER}")
+        training = scalars.get("training", False)
         shape = nchw(x_name, named[x_name])
-        dtype, param = check_inputs(
-            x_name, shape, {n: named[n] for n in same}, {n: named[n] for n in per_channel}, backend
-        )
+        shaped = {n: named[n] for n in same}
+        dtype, param = check_inputs(x_name, shape, shaped, {n: named[n] for n in per_channel}, backend)
         batches, channels, height, width = shape
-        if batches * height * width >= 2**32:
-            raise ArgumentError(
-                f"{x_name}: B * H * W = {batches * height * width} exceeds the kernels' 32-bit per-channel indexing"
-            )
-        values = {"B": batches, "C": channels, "HW": height * width, "eps": scalars["eps"]}
-        return Problem(shape, dtype, param, values, scalars)
+        count = batches * height * width
+        if count >= 2**32:
+            raise ArgumentError(f"{x_name}: B * H * W = {count} exceeds the kernels' 32-bit per-channel indexing")
+        order = memory_order(x_name, shaped)
+        if order is not None and not training:
+            raise ArgumentError(f"{x_name}: channels_last arrays in eval mode are not implemented by {op} (its eval "
+                                "kernels are NCHW): pass x.contiguous(), or training=True")  # fmt: skip
+        if training:
+            if count == 1:
+                raise ArgumentError(f"{x_name}: training mode needs more than 1 value per channel, got input size "
+                                    f"{list(shape)}")  # fmt: skip
+            for name in saved:
+                if named[name] is None:
+                    raise ArgumentError(f"{name}: training mode needs the forward's saved batch statistics, got None")
+                expect_shape(name, named[name], (channels,))
+                got = arrays.dtype_name(named[name])
+                if got != acc_dtype(dtype):
+                    raise ArgumentError(f"{name}: expected the saved batch statistics in {acc_dtype(dtype)} (the "
+                                        f"accumulation type of {dtype}), got {got}")  # fmt: skip
+        values = {"B": batches, "C": channels, "HW": height * width, "eps": scalars["eps"],
+                  "momentum": scalars.get("momentum", 0.0), "count": float(count)}  # fmt: skip
+        return Problem(shape, dtype, param, values, scalars, order)
 
     return problem
 
@@ -180,9 +228,3 @@ def floor(dtype: str) -> float:
     """Absolute floor of a tolerance: underflow in the accumulation type and rounding to a subnormal of storage."""
     info = DTYPES[dtype]
     return float(np.finfo(info.acc_numpy).tiny) * 4 + info.smallest_subnormal
-
-
-TRAINING_LATER = (
-    "training=True needs the training-mode kernels (batch statistics), a later step of rust_kernels; use eval mode "
-    "(frozen running statistics), or torch.nn.functional.batch_norm for training"
-)

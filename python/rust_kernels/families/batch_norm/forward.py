@@ -1,13 +1,14 @@
-"""BatchNorm2d NCHW forward in inference mode (frozen running statistics): its launch plans and op declarations."""
+"""BatchNorm2d forward: the NCHW inference-mode (frozen running statistics) launch plans, and the op declarations,
+whose torch-native op also runs training mode (training.py's plans)."""
 
 from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any
 
+from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
-from rust_kernels.families.batch_norm import common
+from rust_kernels.families.batch_norm import common, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwForwardInference,
     BatchNorm2dNchwForwardInferenceFlat,
@@ -59,38 +60,60 @@ def choose(problem: Problem, placement: Placement) -> Plan:
 ARRAYS = (Input("x"), Input("weight"), Input("bias"), *common.STATISTICS)
 
 
-def _empty(problem: Problem) -> tuple[int, ...]:
-    return (0,)
+def _saved(problem: Problem) -> tuple[int, ...]:
+    """save_mean and save_invstd: [C] in training mode, empty in eval mode (as PyTorch returns them)."""
+    return (problem.shape[1],) if problem.scalars.get("training") else (0,)
 
 
-def _op(name: str, **declared: Any) -> Op:
-    """An op of these kernels and plans: the NCHW op and its torch-native signature differ in the rest alone."""
-    describe = common.describe(name, "x", ("x",), ("weight", "bias", "running_mean", "running_var"))
-    return Op(name=name, inputs=ARRAYS, describe=describe, choose=choose, kernels=KERNELS, aligned=("x", "y"),
-              **declared)  # fmt: skip
+def _acc(problem: Problem) -> str:
+    return DTYPES[problem.dtype].acc
 
 
-NCHW = _op(
+def _choose_native(problem: Problem, placement: Placement) -> Plan:
+    if problem.scalars["training"]:
+        return training.choose("forward", problem, placement)
+    return choose(problem, placement)
+
+
+NCHW = Op(
     name="batch_norm_2d_nchw_forward_inference",
     doc="""y = (x - running_mean) * rstd * weight + bias over NCHW `x`, per channel, with frozen statistics. The
     parameters and statistics share x's dtype, or are f32 with bf16/f16 x (torch.autocast's pairing); y has x's.
     The plan streams the tensor in packs; `block_hw` runs the original kernel with that CTA size instead. Launches
     go to `stream`, by default the current stream of the arrays' library.""",
+    inputs=ARRAYS,
     scalars=(common.EPS, common.BLOCK_HW),
     outputs=(Output("y", like="x"),),
+    describe=common.describe(
+        "batch_norm_2d_nchw_forward_inference", "x", ("x",), ("weight", "bias", "running_mean", "running_var")
+    ),
+    choose=choose,
+    kernels=KERNELS,
+    aligned=("x", "y"),
 )
 
-NATIVE = _op(
+NATIVE = Op(
     name="batch_norm_2d_forward",
-    doc="""(y, save_mean, save_invstd), as torch.ops.aten.native_batch_norm for NCHW x. Eval mode (frozen running
-    statistics): save_mean and save_invstd are empty, as PyTorch returns them in eval mode. training=True raises
-    NotImplementedError until the training-mode kernels land.""",
+    doc="""(y, save_mean, save_invstd), as torch.ops.aten.native_batch_norm for x of shape [B, C, H, W].
+
+    training=True normalises with the batch statistics: save_mean and save_invstd = 1 / sqrt(biased variance + eps)
+    per channel, in the accumulation type (f32 for bf16/f16 x, as PyTorch saves them), and running_mean and
+    running_var updated in place with `momentum` (the unbiased variance for running_var); x NCHW or channels_last
+    in memory, y in x's memory format. Statistics by Welford's method merged pairwise (stable whatever the mean),
+    in a fixed order (bit-identical run to run). Eval mode (training=False) uses the frozen running statistics, x
+    NCHW: save_mean and save_invstd are empty, as PyTorch returns them in eval mode.""",
+    inputs=(Input("x"), Input("weight"), Input("bias"), *common.MUTATED_STATISTICS),
     scalars=(common.TRAINING, common.MOMENTUM, common.EPS),
     outputs=(
         Output("y", like="x"),
-        Output("save_mean", like="running_mean", shape=_empty),
-        Output("save_invstd", like="running_mean", shape=_empty),
+        Output("save_mean", like="running_mean", shape=_saved, sum=True, dtype=_acc),
+        Output("save_invstd", like="running_mean", shape=_saved, sum=True, dtype=_acc),
     ),
+    describe=common.describe("batch_norm_2d_forward", "x", ("x",), ("weight", "bias", "running_mean", "running_var")),
+    choose=_choose_native,
+    kernels=KERNELS + training.FORWARD_KERNELS,
+    aligned=("x", "y"),
+    orders=common.training_orders,
     torch=True,
     gradient=Gradient(
         "batch_norm_2d_backward", grads={"dy": "y"}, gives={"dx": "x", "dweight": "weight", "dbias": "bias"}

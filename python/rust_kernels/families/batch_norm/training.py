@@ -1,0 +1,148 @@
+"""BatchNorm2d in training mode (batch statistics), NCHW and channels_last: the launch plans of the forward and the
+backward, each two launches.
+
+Forward: batch_norm_2d_batch_stats (per channel mean and invstd, saved, and the running statistics updated; it
+reads x once) then batch_norm_2d_normalize (reads x, writes y): 3 passes over the activations. Backward:
+batch_norm_2d_backward_reduce (sum dy and sum dy * (x - mean), giving dweight and dbias; reads dy and x) then
+batch_norm_2d_backward_elementwise (reads dy and x, writes dx): 5 passes. The reductions split each channel (NCHW)
+or block of channels (channels_last) over several CTAs until the GPU is full, each keeping enough work; their
+partial statistics merge in a fixed order, so every result is bit-identical run to run.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+from rust_kernels.dtypes import DTYPES
+from rust_kernels.families.batch_norm import common
+from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dBackwardElementwise,
+    BatchNorm2dBackwardReduce,
+    BatchNorm2dBatchStats,
+    BatchNorm2dNormalize,
+)
+from rust_kernels.runtime import Placement, Plan, Problem, Workspace
+
+FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize)
+BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise)
+MAX_SPLIT = 256
+# A reducing CTA that gets less than this many units (elements or packs) per thread pays more for its merges than
+# it streams.
+MIN_UNITS_PER_THREAD = 8
+# channels_last: threads of a CTA along a row's units, enough for ROW_BYTES of it (whole 32-byte sectors and two per
+# warp-wide load at least); the rest walk rows. Few columns per CTA give many column blocks, so the slices of each
+# that its last CTA merges stay few.
+ROW_BYTES = 64
+MAX_COLS = 32
+ELEMENTWISE_BLOCK = 256
+WAVES = 4  # the elementwise grid: at most this many waves of full SMs, each thread then strides on
+COLUMN_UNITS = 16
+
+
+def lanes(vectorized: int, dtype: str) -> int:
+    return common.unit_elements(vectorized, dtype)
+
+
+def vector_mode(shape: common.Shape4, dtype: str, alignment: int, channels_last: bool) -> int:
+    """The widest pack dividing the contiguous run (H*W for NCHW, C for channels_last) and the alignment."""
+    return common.vector_mode(shape[1] if channels_last else shape[2] * shape[3], dtype, alignment)
+
+
+def geometry(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int
+             ) -> tuple[int, int, int, int]:  # fmt: skip
+    """(block, grid x, split, cols) of a reduction: NCHW a CTA row per channel; channels_last COLS threads along a
+    row's units (a power of two up to MAX_COLS covering them where it can), column blocks of them. Slices double
+    while the grid is below two CTAs per SM and each CTA keeps MIN_UNITS_PER_THREAD units per thread."""
+    batches, channels, height, width = shape
+    rows = batches * height * width
+    if channels_last:
+        groups = channels // lanes(vectorized, dtype)
+        unit_bytes = lanes(vectorized, dtype) * DTYPES[dtype].size
+        cols = min(MAX_COLS, 1 << max(0, groups - 1).bit_length(), max(1, ROW_BYTES // unit_bytes))
+        grid_x = -(-groups // cols)
+        units = rows * min(cols, groups)  # per column block
+    else:
+        cols, grid_x = 1, channels
+        units = rows // lanes(vectorized, dtype)  # per channel
+    block = 256 if units >= 256 * MIN_UNITS_PER_THREAD * 4 else 128
+    split = 1
+    while split < MAX_SPLIT and grid_x * split < 2 * sms and units // (2 * split) >= block * MIN_UNITS_PER_THREAD:
+        split *= 2
+    return block, grid_x, split, cols
+
+
+def elementwise_grid(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> int:
+    """CTAs of an elementwise launch: enough for every unit, at most WAVES waves of 2048-thread SMs; for
+    channels_last a multiple that keeps each thread on one column of channel units, and each thread at least
+    COLUMN_UNITS units to amortise its per-lane coefficients (measured on the H200 with ncu, (32, 256, 56, 56) bf16:
+    with 3 units a thread the coefficient loads saturated the load/store units at 31% of DRAM bandwidth)."""
+    units = math.prod(shape) // lanes(vectorized, dtype)
+    ctas = max(1, min(-(-units // ELEMENTWISE_BLOCK), sms * (2048 // ELEMENTWISE_BLOCK) * WAVES))
+    if channels_last:
+        ctas = max(1, min(ctas, -(-units // (ELEMENTWISE_BLOCK * COLUMN_UNITS))))
+        groups = shape[1] // lanes(vectorized, dtype)
+        step = max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
+        ctas = -(-ctas // step) * step
+    return ctas
+
+
+def reduction(kind: type, shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool,
+              sms: int, split: int | None = None, block: int | None = None, width: int = 3) -> Plan:  # fmt: skip
+    """A reduction launch (`kind`: the statistics or the backward's sums, `width` values per partial) with its
+    workspaces: partials [C][SPLIT][width] and an arrival counter per channel or column block; `split`, `block`
+    override the geometry's."""
+    own_block, grid_x, own_split, cols = geometry(shape, dtype, vectorized, channels_last, sms)
+    split, block = split or own_split, block or own_block
+    kernel = kind(block, vectorized, int(channels_last), dtype=dtype, param_dtype=param)
+    channels = shape[1]
+    spaces = (Workspace("workspace", kernel.dtype_info.acc, channels * split * width),
+              Workspace("counters", "u32", channels))  # fmt: skip
+    return Plan(kernel, (grid_x, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+
+
+def elementwise(kind: type, shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool,
+                sms: int, ctas: int | None = None) -> Plan:  # fmt: skip
+    kernel = kind(ELEMENTWISE_BLOCK, vectorized, int(channels_last), dtype=dtype, param_dtype=param)
+    ctas = ctas or elementwise_grid(shape, dtype, vectorized, channels_last, sms)
+    return Plan(kernel, (ctas, 1, 1), (("CTAS", ctas),))
+
+
+def sums(shape: common.Shape4, dtype: str) -> Workspace:
+    """Where the backward's reduction leaves sum dy and sum dy * (x - mean) per channel for its elementwise launch."""
+    return Workspace("sums", common.acc_dtype(dtype), 2 * shape[1])
+
+
+def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
+            split: int | None = None, ctas: int | None = None, block: int | None = None) -> Plan:  # fmt: skip
+    """The statistics launch, then the normalize launch, in pack mode `vectorized`."""
+    stats = reduction(BatchNorm2dBatchStats, shape, dtype, param, vectorized, channels_last, sms, split, block)
+    normalize = elementwise(BatchNorm2dNormalize, shape, dtype, param, vectorized, channels_last, sms, ctas)
+    return Plan(stats.kernel, stats.grid, stats.values, stats.workspaces, (normalize,))
+
+
+def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
+             split: int | None = None, ctas: int | None = None, block: int | None = None) -> Plan:  # fmt: skip
+    """The reduction launch, then the elementwise launch (sharing the `sums` workspace), in pack mode `vectorized`."""
+    reduce = reduction(BatchNorm2dBackwardReduce, shape, dtype, param, vectorized, channels_last, sms, split, block, 2)
+    dx = elementwise(BatchNorm2dBackwardElementwise, shape, dtype, param, vectorized, channels_last, sms, ctas)
+    space = sums(shape, dtype)
+    return Plan(
+        reduce.kernel,
+        reduce.grid,
+        reduce.values,
+        (*reduce.workspaces, space),
+        (Plan(dx.kernel, dx.grid, dx.values, (space,)),),
+    )
+
+
+@cache  # a pure function of its arguments: the ops ask it on every call they decide
+def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool
+         ) -> Plan:  # fmt: skip
+    vectorized = vector_mode(shape, dtype, alignment, channels_last)
+    return (forward if which == "forward" else backward)(shape, dtype, param, vectorized, channels_last, sms)
+
+
+def choose(which: str, problem: Problem, placement: Placement) -> Plan:
+    return plan(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
+                problem.order is not None)  # fmt: skip

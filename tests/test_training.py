@@ -1,0 +1,275 @@
+"""BatchNorm2d in training mode (batch statistics) in the host emulator: the torch-native ops on NumPy arrays in both
+memory formats against float64 references over several steps, the failure modes of other stacks (E[x^2] - E[x]^2
+cancelling at a large mean, half-precision sums overflowing), the errors, and on CPU tensors the operators (opcheck,
+gradcheck, torch.compile tracing) and rust_kernels.torch.BatchNorm2d against torch.nn.BatchNorm2d."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from rust_kernels import ArgumentError, ops
+from rust_kernels.dtypes import DTYPES
+from rust_kernels.families.batch_norm import common
+
+EPS = 1e-5
+
+
+def channels_last(a: np.ndarray) -> np.ndarray:
+    """The NHWC buffer of `a` behind its NCHW shape (what a channels_last tensor is)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def reference_forward(x, weight, bias, mean, var, momentum, eps=EPS):
+    """float64: y, the batch mean and invstd, the running statistics after the update."""
+    x = x.astype(np.float64)
+    n = x.size // x.shape[1]
+    m, v = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    c = (slice(None), None, None)
+    y = (x - m[c]) / np.sqrt(v[c] + eps) * np.asarray(weight, np.float64)[c] + np.asarray(bias, np.float64)[c]
+    new_mean = (1 - momentum) * np.asarray(mean, np.float64) + momentum * m
+    new_var = (1 - momentum) * np.asarray(var, np.float64) + momentum * v * n / (n - 1)
+    return y, m, 1 / np.sqrt(v + eps), new_mean, new_var
+
+
+def reference_backward(dy, x, weight, mean, invstd):
+    dy, x = dy.astype(np.float64), x.astype(np.float64)
+    n = x.size // x.shape[1]
+    c = (slice(None), None, None)
+    mean, invstd, weight = (np.asarray(a, np.float64) for a in (mean, invstd, weight))
+    s1, s2 = dy.sum(axis=(0, 2, 3)), (dy * (x - mean[c])).sum(axis=(0, 2, 3))
+    dx = (weight * invstd)[c] * (dy - (s1 / n)[c] - (x - mean[c]) * (invstd**2 * s2 / n)[c])
+    return dx, s2 * invstd, s1
+
+
+def relative(got, want):
+    want = np.asarray(want, np.float64)
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / max(np.max(np.abs(want)), 1e-30))
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+@pytest.mark.parametrize("key", ["f64", "f32", "bf16-f32"])
+def test_three_steps_match_float64_in_both_memory_formats(key, layout):
+    act, par = (DTYPES[d].numpy_dtype() for d in common.split_key(key))
+    rng = np.random.default_rng(1)
+    shape = (3, 16, 5, 6)
+    weight, bias = rng.uniform(0.5, 1.5, 16).astype(par), rng.standard_normal(16).astype(par)
+    mean, var = np.zeros(16, par), np.ones(16, par)
+    ref_mean, ref_var = mean.astype(np.float64), var.astype(np.float64)
+    close = {"f64": 1e-13, "f32": 1e-5, "bf16-f32": 1e-2}[key]
+    for step in range(3):
+        x = (rng.standard_normal(shape) * 2 + step).astype(act)
+        x = channels_last(x) if layout == "channels_last" else x
+        y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS,
+                                                              backend="host")  # fmt: skip
+        want = reference_forward(x, weight, bias, ref_mean, ref_var, 0.1)
+        ref_mean, ref_var = want[3], want[4]
+        acc = DTYPES[common.split_key(key)[0]].acc_numpy
+        assert y.strides == x.strides and save_mean.dtype == save_invstd.dtype == acc
+        for got, expected in zip((y, save_mean, save_invstd, mean, var), want, strict=True):
+            assert relative(got, expected) < close
+    dy = rng.standard_normal(shape).astype(act)
+    dy = channels_last(dy) if layout == "channels_last" else dy
+    dx, dweight, dbias = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
+                                                    backend="host")  # fmt: skip
+    assert dx.strides == x.strides and dweight.dtype == dbias.dtype == par
+    for got, expected in zip((dx, dweight, dbias), reference_backward(dy, x, weight, save_mean, save_invstd),
+                             strict=True):  # fmt: skip
+        assert relative(got, expected) < close
+
+
+def test_a_mean_far_above_the_deviation_keeps_f32_precision():
+    """Mean 1e4, std 1: E[x^2] - E[x]^2 would lose all 7 digits of f32; the shifted Welford merges keep them."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((4, 3, 16, 16)) + 1e4).astype(np.float32)
+    ones, zeros = np.ones(3, np.float32), np.zeros(3, np.float32)
+    for layout in (x, channels_last(x)):
+        y, _, save_invstd = ops.batch_norm_2d_forward(layout, ones, zeros, zeros.copy(), ones.copy(), True,
+                                                      backend="host")  # fmt: skip
+        want = reference_forward(layout, ones, zeros, zeros, ones, 0.1)
+        assert relative(save_invstd, want[2]) < 1e-5 and relative(y, want[0]) < 1e-4
+
+
+def test_sixteen_bit_activations_with_large_sums_do_not_overflow():
+    """f16 values near 1000 over 16 384 elements per channel: sums of 1.6e7 (f16 ends at 65 504) stay finite in the
+    f32 accumulation, as do the backward's."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 2, 64, 64)) * 50 + 1000).astype(np.float16)
+    dy = (rng.standard_normal(x.shape) * 100 + 500).astype(np.float16)
+    ones, zeros = np.ones(2, np.float32), np.zeros(2, np.float32)
+    y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, ones, zeros, zeros.copy(), ones.copy(), True,
+                                                          backend="host")  # fmt: skip
+    dx, dweight, dbias = ops.batch_norm_2d_backward(dy, x, ones, zeros, ones, save_mean, save_invstd, True,
+                                                    backend="host")  # fmt: skip
+    assert all(np.isfinite(a.astype(np.float64)).all() for a in (y, save_mean, save_invstd, dx, dweight, dbias))
+    assert relative(dbias, dy.astype(np.float64).sum(axis=(0, 2, 3))) < 1e-6
+    assert relative(save_mean, x.astype(np.float64).mean(axis=(0, 2, 3))) < 1e-6
+
+
+def test_training_errors_name_the_argument_before_any_launch():
+    x = np.ones((1, 3, 1, 1), np.float32)
+    ones = np.ones(3, np.float32)
+    mean, var = np.zeros(3, np.float32), np.ones(3, np.float32)
+    with pytest.raises(ArgumentError, match=r"x: training mode needs more than 1 value per channel"):
+        ops.batch_norm_2d_forward(x, ones, ones, mean, var, True, backend="host")
+    assert np.array_equal(mean, np.zeros(3)) and np.array_equal(var, np.ones(3))  # nothing touched
+    x = np.ones((2, 3, 4, 4), np.float32)
+    with pytest.raises(ArgumentError, match=r"save_mean: training mode needs the forward's saved batch statistics"):
+        ops.batch_norm_2d_backward(x, x, ones, mean, var, None, None, True, backend="host")
+    with pytest.raises(ArgumentError, match=r"save_invstd: expected the saved batch statistics in f64"):
+        ops.batch_norm_2d_backward(x.astype(np.float64), x.astype(np.float64), ones.astype(np.float64),
+                                   mean.astype(np.float64), var.astype(np.float64), mean.astype(np.float64),
+                                   ones, True, backend="host")  # fmt: skip
+    with pytest.raises(ArgumentError, match=r"dy: expected a channels_last array like x, got strides \(48, 16, 4, 1\)"):
+        ops.batch_norm_2d_backward(x, channels_last(x), ones, mean, var, mean, ones, True, backend="host")
+    with pytest.raises(ArgumentError, match=r"x: expected a contiguous NCHW or channels_last array, got strides"):
+        ops.batch_norm_2d_forward(x[:, :, ::2], ones, ones, mean, var, True, backend="host")
+    with pytest.raises(ArgumentError, match=r"x: channels_last arrays in eval mode are not implemented"):
+        ops.batch_norm_2d_forward(channels_last(x), ones, ones, mean, var, False, backend="host")
+
+
+# --- PyTorch --------------------------------------------------------------------------------------------------------
+torch = pytest.importorskip("torch")
+import rust_kernels.torch as rk_torch  # noqa: E402
+
+OPS = torch.ops.rust_kernels
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_the_module_trains_as_torchs_does(memory_format, momentum):
+    """Three steps of rust_kernels.torch.BatchNorm2d against torch.nn.BatchNorm2d: outputs (in the input's memory
+    format), gradients, running statistics and num_batches_tracked (momentum=None: the cumulative average)."""
+    torch.manual_seed(0)
+    theirs = torch.nn.BatchNorm2d(6, momentum=momentum).double()
+    ours = rk_torch.convert(copy.deepcopy(theirs))
+    for _ in range(3):
+        x = (torch.randn(3, 6, 4, 5, dtype=torch.float64) * 2 + 1).contiguous(memory_format=memory_format)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = theirs(a), ours(b)
+        dy = torch.randn_like(ya)
+        ya.backward(dy), yb.backward(dy)
+        assert yb.is_contiguous(memory_format=memory_format)
+        torch.testing.assert_close(yb, ya)
+        torch.testing.assert_close(b.grad, a.grad)
+    for name in ("weight", "bias"):
+        torch.testing.assert_close(getattr(ours, name).grad, getattr(theirs, name).grad)
+    torch.testing.assert_close(ours.running_mean, theirs.running_mean)
+    torch.testing.assert_close(ours.running_var, theirs.running_var)
+    assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked) == 3
+
+
+def test_training_operators_pass_opcheck_and_gradcheck():
+    x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    weight, bias = torch.rand(3, dtype=torch.float64) + 0.5, torch.randn(3, dtype=torch.float64)
+
+    def statistics():
+        return torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+
+    for layout in (x, x.contiguous(memory_format=torch.channels_last)):
+        torch.library.opcheck(OPS.batch_norm_2d_forward, (layout, weight, bias, *statistics(), True, 0.1, EPS))
+        y, save_mean, save_invstd = OPS.batch_norm_2d_forward(layout, weight, bias, *statistics(), True, 0.1, EPS)
+        dy = torch.randn_like(y)
+        torch.library.opcheck(OPS.batch_norm_2d_backward,
+                              (dy, layout, weight, *statistics(), save_mean, save_invstd, True, EPS))  # fmt: skip
+
+    def f(x, weight, bias):
+        return OPS.batch_norm_2d_forward(x, weight, bias, *statistics(), True, 0.1, EPS)[0]
+
+    leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    assert torch.autograd.gradcheck(f, leaves)
+
+
+def test_training_traces_whole_under_torch_compile():
+    """fullgraph=True: the mutating operator's fake kernel and autograd trace (aot_eager: no C++ compiler needed)."""
+    torch._dynamo.reset()
+    theirs = torch.nn.BatchNorm2d(4)
+    ours = rk_torch.convert(copy.deepcopy(theirs))
+    compiled = torch.compile(ours, fullgraph=True, backend="aot_eager")
+    x = torch.randn(2, 4, 3, 5).contiguous(memory_format=torch.channels_last)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = theirs(a), compiled(b)
+    ya.sum().backward(), yb.sum().backward()
+    torch.testing.assert_close(yb, ya)
+    torch.testing.assert_close(b.grad, a.grad)
+    torch.testing.assert_close(ours.running_var, theirs.running_var)
+
+
+# --- on the GPU -------------------------------------------------------------------------------------------------------
+TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 4e-3}
+
+
+def _error(got, want):
+    """max |got - want| / max |want|, in float64."""
+    return float((got.double() - want).abs().max() / want.abs().max().clamp_min(1e-30))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
+@pytest.mark.parametrize("key", common.DTYPE_KEYS)
+def test_gpu_training_matches_float64_as_closely_as_torchs_own(key, memory_format):
+    """Ours and torch.nn.functional.batch_norm (training) on CUDA, both against float64: y, dx, dweight, dbias and
+    the running statistics within the dtype's tolerance, ours never more than twice torch's error (or the tolerance
+    / 10)."""
+    act, par = (getattr(torch, DTYPES[d].numpy) for d in common.split_key(key))
+    torch.manual_seed(0)
+    shape = (8, 24, 14, 14)
+    x64 = torch.randn(shape, dtype=torch.float64) * 3 + 2
+    dy64 = torch.randn(shape, dtype=torch.float64)
+    w64, b64 = torch.rand(24, dtype=torch.float64) + 0.5, torch.randn(24, dtype=torch.float64)
+
+    def run(fn, dtype, device):
+        x = x64.to(device, dtype).contiguous(memory_format=memory_format).detach().clone().requires_grad_()
+        w, b = (t.to(device, par if dtype != torch.float64 else dtype).detach().clone().requires_grad_()
+                for t in (w64, b64))  # fmt: skip
+        mean = torch.zeros(24, device=device, dtype=w.dtype)
+        var = torch.ones(24, device=device, dtype=w.dtype)
+        y = fn(x, mean, var, w, b, True, 0.1, EPS)
+        y.backward(dy64.to(device, dtype).contiguous(memory_format=memory_format))
+        return [t.detach().cpu() for t in (y, x.grad, w.grad, b.grad, mean, var)], y
+
+    want, _ = run(torch.nn.functional.batch_norm, torch.float64, "cpu")
+    theirs, _ = run(torch.nn.functional.batch_norm, act, "cuda")
+    ours, y = run(rk_torch.batch_norm_2d, act, "cuda")
+    assert y.is_contiguous(memory_format=memory_format)
+    for name, a, b, w in zip(("y", "dx", "dweight", "dbias", "running_mean", "running_var"), ours, theirs, want,
+                             strict=True):  # fmt: skip
+        tol = TOLERANCE[act]
+        assert _error(a, w) <= max(tol, 2 * _error(b, w), tol / 10), (name, _error(a, w), _error(b, w))
+
+
+@pytest.mark.gpu
+def test_gpu_training_is_bit_identical_run_to_run_and_captured_by_cuda_graphs():
+    torch.manual_seed(1)
+    x = torch.randn(32, 64, 28, 28, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w, b = torch.rand(64, device="cuda") + 0.5, torch.randn(64, device="cuda")
+    first = [OPS.batch_norm_2d_forward(x, w, b, torch.zeros_like(w), torch.ones_like(w), True)[i] for i in range(3)]
+    second = OPS.batch_norm_2d_forward(x, w, b, torch.zeros_like(w), torch.ones_like(w), True)
+    assert all(torch.equal(a, c) for a, c in zip(first, second, strict=True))
+    module = rk_torch.convert(torch.nn.BatchNorm2d(64).cuda())
+    static = x.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            module(static).float().sum().backward()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = module(static)
+    before = module.running_mean.clone()
+    graph.replay()
+    torch.cuda.synchronize()
+    direct = rk_torch.convert(torch.nn.BatchNorm2d(64).cuda())(static)
+    assert torch.equal(out, direct) and not torch.equal(before, module.running_mean)
+
+
+@pytest.mark.gpu
+def test_gpu_training_compiles_fullgraph_with_inductor():
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU()).cuda()
+    ours = rk_torch.convert(copy.deepcopy(model))
+    compiled = torch.compile(ours, fullgraph=True)
+    x = torch.randn(8, 3, 16, 16, device="cuda")
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(ours[1].running_var, model[1].running_var)
