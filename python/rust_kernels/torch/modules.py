@@ -9,6 +9,8 @@ subclasses it calls the operators (torch.ops.rust_kernels), whose fakes and auto
 
 from __future__ import annotations
 
+import warnings
+from collections import Counter
 from typing import Any
 
 import torch
@@ -204,8 +206,22 @@ def convert(model: torch.nn.Module) -> torch.nn.Module:
     """Makes every torch.nn.BatchNorm2d in `model` (the model itself included) a rust_kernels BatchNorm2d, in place,
     and returns `model`. The modules stay the same objects, only their class changes (as torch's lazy modules do),
     so parameters (the optimizer's references too), buffers, device, dtype, requires_grad, hooks and train/eval
-    state are kept. Subclasses of torch.nn.BatchNorm2d are left alone: their forward may differ."""
+    state are kept. Subclasses of torch.nn.BatchNorm2d are left alone (their forward may differ), and so are other
+    batch norms (SyncBatchNorm, timm's BatchNormAct2d, torchvision's FrozenBatchNorm2d): a warning counts what was
+    left, never silently."""
+    left: Counter[str] = Counter()
     for module in model.modules():
         if type(module) is torch.nn.BatchNorm2d:
             module.__class__ = BatchNorm2d
+        elif type(module) is not BatchNorm2d and _is_batch_norm(module):
+            left[type(module).__name__] += 1
+    if left:
+        kinds = ", ".join(f"{count} {name}" for name, count in left.items())
+        warnings.warn(f"rust_kernels.torch.convert: left {sum(left.values())} batch-norm module(s) to their own "
+                      f"implementation: {kinds}", stacklevel=2)  # fmt: skip
     return model
+
+
+def _is_batch_norm(module: torch.nn.Module) -> bool:
+    """A batch norm of any kind: torch's (and its subclasses) or another library's that names itself so."""
+    return isinstance(module, torch.nn.modules.batchnorm._NormBase) or "BatchNorm" in type(module).__name__

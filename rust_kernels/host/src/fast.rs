@@ -48,6 +48,16 @@ struct Like {
     dtype: Option<PyObject>,
 }
 
+/// `remember`'s description of an output: (input, shape, dtype).
+type LikeArg = (usize, Option<Py<PyTuple>>, Option<PyObject>);
+/// `remember`'s description of a launch: (launch, grid, layout, tail).
+type LaunchArg<'py> = (
+    Py<CheckedLaunch>,
+    (u32, u32, u32),
+    Vec<Option<i64>>,
+    Bound<'py, PyTuple>,
+);
+
 /// A decided call: its outputs and its launches, in order.
 struct Entry {
     like: Vec<Like>,
@@ -344,8 +354,8 @@ impl FastCalls {
         arrays: &Bound<'_, PyTuple>,
         scalars: &Bound<'_, PyTuple>,
         stream: u64,
-        like: Vec<(usize, Option<Py<PyTuple>>, Option<PyObject>)>,
-        launches: Vec<(Py<CheckedLaunch>, (u32, u32, u32), Vec<Option<i64>>, Bound<'_, PyTuple>)>,
+        like: Vec<LikeArg>,
+        launches: Vec<LaunchArg<'_>>,
     ) -> PyResult<bool> {
         if let Some((input, ..)) = like
             .iter()
