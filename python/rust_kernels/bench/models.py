@@ -928,7 +928,8 @@ def table_cells(r: ModelResult) -> list[str]:
 def print_table(results: Sequence[ModelResult], out: TextIO | None = None) -> None:
     out = report._out(out)
     print(
-        "models: fine-tuning step with BN frozen, median ms per step (CUDA events), ours vs torch = torch ms / ours ms;"
+        "models: training step (BN frozen or training, as the run says), median ms per step (CUDA events), ours vs"
+        " torch = torch ms / ours ms;"
         " host = ms to issue a step; grad rel = worst ||g_ours - g_torch|| / ||g_torch|| over the parameters; BN% and"
         " BN ms = BN kernels' share of the step's CUDA time and their ms per step (torch.profiler, eager steps)",
         file=out,
