@@ -5,6 +5,7 @@ the same checks on CUDA tensors (and capture, compile and autocast there)."""
 import copy
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -489,3 +490,58 @@ def test_gpu_autocast_bfloat16():
         assert y.dtype == torch.bfloat16
         y.float().sum().backward()
         assert model[1].weight.grad.dtype == torch.float32
+
+
+class BatchNormAct2d(torch.nn.BatchNorm2d):
+    """timm's BatchNormAct2d, as it is shaped: a BatchNorm2d, then its `drop` and `act` modules."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.drop, self.act = torch.nn.Identity(), torch.nn.SiLU()
+
+    def forward(self, x):
+        return self.act(self.drop(super().forward(x)))
+
+
+class FrozenBatchNorm2d(torch.nn.Module):
+    """torchvision's FrozenBatchNorm2d, as it is shaped: buffers only, x * scale + shift."""
+
+    def __init__(self, channels: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        for name, value in (("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0), ("running_var", 1.0)):
+            self.register_buffer(name, torch.full((channels,), value))
+
+    def forward(self, x):
+        scale = self.weight * (self.running_var + self.eps).rsqrt()
+        shift = self.bias - self.running_mean * scale
+        return x * scale[None, :, None, None] + shift[None, :, None, None]
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_convert_takes_timms_batchnormact_and_torchvisions_frozen_batchnorm(monkeypatch, training):
+    """Both converted (no warning), on our kernels for NCHW, their own for eval channels_last; outputs, gradients and
+    running statistics as the originals'."""
+    torch.manual_seed(0)
+    theirs = randomise_(torch.nn.Sequential(BatchNormAct2d(4), FrozenBatchNorm2d(4))).train(training)
+    for name, value in theirs[1].named_buffers():
+        value.copy_(torch.rand(4) + (0.5 if name in ("weight", "running_var") else -0.5))
+    ours = copy.deepcopy(theirs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rk_torch.convert(ours)
+    assert isinstance(ours[0], BatchNormAct2d) and isinstance(ours[0], rk_torch.BatchNorm2d)
+    assert isinstance(ours[1], FrozenBatchNorm2d) and type(ours[1]) is not FrozenBatchNorm2d
+    seen = []
+    monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))
+    for layout in (torch.contiguous_format, torch.channels_last):
+        x = torch.randn(3, 4, 5, 6).contiguous(memory_format=layout)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = theirs(a), ours(b)
+        ya.sum().backward(), yb.sum().backward()
+        torch.testing.assert_close(yb, ya)
+        torch.testing.assert_close(b.grad, a.grad)
+    for a, b in zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True):
+        torch.testing.assert_close(b, a)
+    ours_calls = sum(c[0] in (forward.NATIVE, forward.NCHW) for c in seen)
+    assert ours_calls == (3 if training else 2)  # training: both layouts of BN-act, NCHW of the frozen; eval: NCHW

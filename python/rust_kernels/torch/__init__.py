@@ -3,14 +3,16 @@
     import rust_kernels.torch as rk_torch
 
     model = rk_torch.convert(model)      # every nn.BatchNorm2d becomes rk_torch.BatchNorm2d, in place
-    model.eval()                         # eval mode runs our forward, and our backward under autograd
-    y, save_mean, save_invstd = torch.ops.rust_kernels.batch_norm_2d_forward(x, weight, bias, mean, var)
-    dx, dweight, dbias = torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var)
+    model.train()                        # training mode: batch statistics on ours, NCHW or channels_last
+    model.eval()                         # eval mode runs our forward, and our backward under autograd (NCHW)
+    y, save_mean, save_invstd = torch.ops.rust_kernels.batch_norm_2d_forward(x, weight, bias, mean, var, True)
+    dx, dweight, dbias = torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean,
+                                                                       save_invstd, True)
 
 The operators (torch.library custom ops, generated from the ops' declarations: rust_kernels.torch.library) run our
 CUDA kernels on CUDA tensors, on torch's current stream without synchronising (CUDA graphs capture them), and the
 host emulator on CPU tensors. They have fake kernels (torch.compile with fullgraph=True, export, meta tensors) and
-autograd; training mode (batch statistics) is not implemented by the ops, and BatchNorm2d runs torch's for it.
+autograd (the forward mutates the running statistics in training mode, as torch's native batch norm does).
 A user's op declared with torch=True becomes torch.ops.rust_kernels.<name> at import, or with `define(op)` after it
 (examples/torch_op/).
 """

@@ -188,8 +188,14 @@ class BatchNorm2d(torch.nn.BatchNorm2d):
     slower), and a module without running statistics (track_running_stats=False)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if self.running_mean is None or self.running_var is None or (not self.training and _channels_last(input)):
-            return super().forward(input)
+        return self._normalize(input) if self._ours(input) else super().forward(input)
+
+    def _ours(self, input: torch.Tensor) -> bool:
+        """Whether our kernels normalise `input` (else torch's implementation does)."""
+        missing = self.running_mean is None or self.running_var is None
+        return not missing and (self.training or not _channels_last(input))
+
+    def _normalize(self, input: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(input)
         if not self.training:
             return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)
@@ -202,18 +208,66 @@ class BatchNorm2d(torch.nn.BatchNorm2d):
                              self.eps)  # fmt: skip
 
 
+class _BatchNormAct2d(BatchNorm2d):
+    """timm's BatchNormAct2d (a torch.nn.BatchNorm2d with `drop` and `act` modules after it) on our BatchNorm2d: the
+    normalisation ours, then its own drop and activation (not fused into the kernel)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not self._ours(input):
+            return super(BatchNorm2d, self).forward(input)  # timm's own: normalisation, drop and activation
+        return self.act(self.drop(self._normalize(input)))
+
+
+class _FrozenBatchNorm2d(torch.nn.Module):
+    """torchvision's FrozenBatchNorm2d (weight, bias, running_mean, running_var as buffers, `eps`) on our eval-mode
+    kernels for NCHW inputs (its own forward for channels_last ones)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if _channels_last(input) or input.dim() != 4:
+            return super().forward(input)  # type: ignore[no-any-return]
+        return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)
+
+
+def _converted_class(module: torch.nn.Module) -> type | None:
+    """The class `module` becomes, or None where convert leaves it alone."""
+    kind = type(module)
+    if kind is torch.nn.BatchNorm2d:
+        return BatchNorm2d
+    if kind.__name__ == "BatchNormAct2d" and isinstance(module, torch.nn.BatchNorm2d) and hasattr(module, "act") \
+            and hasattr(module, "drop"):  # fmt: skip
+        return _subclass(kind, _BatchNormAct2d)
+    names = ("weight", "bias", "running_mean", "running_var")
+    if kind.__name__ == "FrozenBatchNorm2d" and all(n in module._buffers for n in names) and hasattr(module, "eps"):
+        return _subclass(kind, _FrozenBatchNorm2d)
+    return None
+
+
+_SUBCLASSES: dict[tuple[type, type], type] = {}
+
+
+def _subclass(kind: type, ours: type) -> type:
+    """`kind` with our forward (`ours` first in the MRO), one class per kind; already converted: itself."""
+    if issubclass(kind, ours):
+        return kind
+    if (kind, ours) not in _SUBCLASSES:
+        _SUBCLASSES[(kind, ours)] = type(kind.__name__, (ours, kind), {"__module__": __name__})
+    return _SUBCLASSES[(kind, ours)]
+
+
 def convert(model: torch.nn.Module) -> torch.nn.Module:
     """Makes every torch.nn.BatchNorm2d in `model` (the model itself included) a rust_kernels BatchNorm2d, in place,
-    and returns `model`. The modules stay the same objects, only their class changes (as torch's lazy modules do),
-    so parameters (the optimizer's references too), buffers, device, dtype, requires_grad, hooks and train/eval
-    state are kept. Subclasses of torch.nn.BatchNorm2d are left alone (their forward may differ), and so are other
-    batch norms (SyncBatchNorm, timm's BatchNormAct2d, torchvision's FrozenBatchNorm2d): a warning counts what was
-    left, never silently."""
+    and returns `model`; timm's BatchNormAct2d gets our normalisation before its own drop and activation, and
+    torchvision's FrozenBatchNorm2d our eval-mode kernels. The modules stay the same objects, only their class
+    changes (as torch's lazy modules do), so parameters (the optimizer's references too), buffers, device, dtype,
+    requires_grad, hooks and train/eval state are kept. Other subclasses of torch.nn.BatchNorm2d are left alone
+    (their forward may differ), and so are other batch norms (SyncBatchNorm): a warning counts what was left, never
+    silently."""
     left: Counter[str] = Counter()
     for module in model.modules():
-        if type(module) is torch.nn.BatchNorm2d:
-            module.__class__ = BatchNorm2d
-        elif type(module) is not BatchNorm2d and _is_batch_norm(module):
+        target = _converted_class(module)
+        if target is not None:
+            module.__class__ = target
+        elif not isinstance(module, BatchNorm2d | _FrozenBatchNorm2d) and _is_batch_norm(module):
             left[type(module).__name__] += 1
     if left:
         kinds = ", ".join(f"{count} {name}" for name, count in left.items())
