@@ -126,11 +126,13 @@ def run_case(case: Case, backend: str) -> tuple[check.Result, str]:
             family.run(case.plan, data, backend)
         except RustKernelsError as err:
             error = str(err)
-        result = check.Result(family.name, str(case), "", case.dtype, case.shape, math.inf, math.inf, math.inf, 0.0,
-                              error)  # fmt: skip
-        return result, "" if refusal in error else f"not refused with {refusal!r} ({error})"
-    plan = family.choose(data, backend) if case.plan is None else case.plan
-    result = check.attempt(family, plan, case.shape, inputs, data, backend, forced=case.plan is not None)
+        return _refused(family, case, error), "" if refusal in error else f"not refused with {refusal!r} ({error})"
+    try:
+        plan = family.choose(data, backend) if case.plan is None else case.plan
+    except RustKernelsError as err:  # the op's own choice refused the inputs (a layout it does not read)
+        result = _refused(family, case, str(err))
+    else:
+        result = check.attempt(family, plan, case.shape, inputs, data, backend, forced=case.plan is not None)
     if not case.layout.accepted and not all(arrays.is_contiguous(a) for a in data.values()):
         refused = "contiguous" in result.error
         why = f"an input in layout {case.layout.name} was not refused ({result.error or 'it ran'})"
@@ -141,6 +143,11 @@ def run_case(case: Case, backend: str) -> tuple[check.Result, str]:
     if case.plan is not None and misaligned and PRECONDITION in result.error:
         return result, ""  # a forced plan that needs aligned pointers, refused by its launch precondition
     return result, result.error
+
+
+def _refused(family: Family, case: Case, error: str) -> check.Result:
+    """The result of a case the op refused before any plan was chosen."""
+    return check.Result(family.name, str(case), "", case.dtype, case.shape, math.inf, math.inf, math.inf, 0.0, error)
 
 
 def _context_lost(backend: str) -> str:

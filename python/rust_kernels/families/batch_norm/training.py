@@ -27,6 +27,9 @@ from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize)
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise)
 MAX_SPLIT = 256
+# The reductions' CTA size (measured on the H200: 256 was best or within a few percent of 128 on every shape of a
+# sweep, so 128 is not built: half the instances).
+REDUCTION_BLOCK = 256
 # A reducing CTA that gets less than this many units (elements or packs) per thread pays more for its merges than
 # it streams.
 MIN_UNITS_PER_THREAD = 8
@@ -51,9 +54,9 @@ def vector_mode(shape: common.Shape4, dtype: str, alignment: int, channels_last:
 
 
 def geometry(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int
-             ) -> tuple[int, int, int, int]:  # fmt: skip
-    """(block, grid x, split, cols) of a reduction: NCHW a CTA row per channel; channels_last COLS threads along a
-    row's units (a power of two up to MAX_COLS covering them where it can), column blocks of them. Slices double
+             ) -> tuple[int, int, int]:  # fmt: skip
+    """(grid x, split, cols) of a reduction: NCHW a CTA per channel (or per slice of one); channels_last COLS threads
+    along a row's units (a power of two up to MAX_COLS covering them where it can), column blocks of them. Slices double
     while the grid is below two CTAs per SM and each CTA keeps MIN_UNITS_PER_THREAD units per thread."""
     batches, channels, height, width = shape
     rows = batches * height * width
@@ -66,11 +69,11 @@ def geometry(shape: common.Shape4, dtype: str, vectorized: int, channels_last: b
     else:
         cols, grid_x = 1, channels
         units = rows // lanes(vectorized, dtype)  # per channel
-    block = 256 if units >= 256 * MIN_UNITS_PER_THREAD * 4 else 128
     split = 1
-    while split < MAX_SPLIT and grid_x * split < 2 * sms and units // (2 * split) >= block * MIN_UNITS_PER_THREAD:
+    while (split < MAX_SPLIT and grid_x * split < 2 * sms
+           and units // (2 * split) >= REDUCTION_BLOCK * MIN_UNITS_PER_THREAD):  # fmt: skip
         split *= 2
-    return block, grid_x, split, cols
+    return grid_x, split, cols
 
 
 def elementwise_grid(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> int:
@@ -89,13 +92,13 @@ def elementwise_grid(shape: common.Shape4, dtype: str, vectorized: int, channels
 
 
 def reduction(kind: type, shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool,
-              sms: int, split: int | None = None, block: int | None = None, width: int = 3) -> Plan:  # fmt: skip
+              sms: int, split: int | None = None, width: int = 3) -> Plan:  # fmt: skip
     """A reduction launch (`kind`: the statistics or the backward's sums, `width` values per partial) with its
-    workspaces: partials [C][SPLIT][width] and an arrival counter per channel or column block; `split`, `block`
-    override the geometry's."""
-    own_block, grid_x, own_split, cols = geometry(shape, dtype, vectorized, channels_last, sms)
-    split, block = split or own_split, block or own_block
-    kernel = kind(block, vectorized, int(channels_last), dtype=dtype, param_dtype=param)
+    workspaces: partials [C][SPLIT][width] and an arrival counter per channel or column block; `split` overrides
+    the geometry's."""
+    grid_x, own_split, cols = geometry(shape, dtype, vectorized, channels_last, sms)
+    split = split or own_split
+    kernel = kind(REDUCTION_BLOCK, vectorized, int(channels_last), dtype=dtype, param_dtype=param)
     channels = shape[1]
     spaces = (Workspace("workspace", kernel.dtype_info.acc, channels * split * width),
               Workspace("counters", "u32", channels))  # fmt: skip
@@ -115,17 +118,17 @@ def sums(shape: common.Shape4, dtype: str) -> Workspace:
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-            split: int | None = None, ctas: int | None = None, block: int | None = None) -> Plan:  # fmt: skip
+            split: int | None = None, ctas: int | None = None) -> Plan:  # fmt: skip
     """The statistics launch, then the normalize launch, in pack mode `vectorized`."""
-    stats = reduction(BatchNorm2dBatchStats, shape, dtype, param, vectorized, channels_last, sms, split, block)
+    stats = reduction(BatchNorm2dBatchStats, shape, dtype, param, vectorized, channels_last, sms, split)
     normalize = elementwise(BatchNorm2dNormalize, shape, dtype, param, vectorized, channels_last, sms, ctas)
     return Plan(stats.kernel, stats.grid, stats.values, stats.workspaces, (normalize,))
 
 
 def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-             split: int | None = None, ctas: int | None = None, block: int | None = None) -> Plan:  # fmt: skip
+             split: int | None = None, ctas: int | None = None) -> Plan:  # fmt: skip
     """The reduction launch, then the elementwise launch (sharing the `sums` workspace), in pack mode `vectorized`."""
-    reduce = reduction(BatchNorm2dBackwardReduce, shape, dtype, param, vectorized, channels_last, sms, split, block, 2)
+    reduce = reduction(BatchNorm2dBackwardReduce, shape, dtype, param, vectorized, channels_last, sms, split, 2)
     dx = elementwise(BatchNorm2dBackwardElementwise, shape, dtype, param, vectorized, channels_last, sms, ctas)
     space = sums(shape, dtype)
     return Plan(
