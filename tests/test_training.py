@@ -128,6 +128,24 @@ def test_training_errors_name_the_argument_before_any_launch():
         ops.batch_norm_2d_forward(channels_last(x), ones, ones, mean, var, False, backend="host")
 
 
+def test_a_forced_plan_of_the_other_memory_format_or_mode_is_refused():
+    """A plan= whose kernels read NCHW on channels_last arrays (or eval kernels in training mode) would compute
+    garbage: refused before any launch."""
+    from rust_kernels.families.batch_norm import forward, training
+
+    x = channels_last(np.random.default_rng(0).standard_normal((2, 8, 3, 4)).astype(np.float32))
+    ones, zeros = np.ones(8, np.float32), np.zeros(8, np.float32)
+    nchw = training.forward((2, 8, 3, 4), "f32", "f32", 0, False, 1)
+    with pytest.raises(ArgumentError, match=r"plan: its kernel batch_norm_2d_batch_stats__f32__256__0__0 reads the "
+                                            r"other memory format than the arrays' \(channels_last\)"):  # fmt: skip
+        ops.batch_norm_2d_forward(x, ones, zeros, zeros, ones, True, backend="host", plan=nchw)
+    eval_plan = forward.plan((2, 8, 3, 4), "f32", "f32", 16, 1)
+    with pytest.raises(ArgumentError, match=r"plan: its kernel .* is not one of training mode's"):
+        ops.batch_norm_2d_forward(np.ascontiguousarray(x), ones, zeros, zeros, ones, True, backend="host",
+                                  plan=eval_plan)  # fmt: skip
+    assert np.array_equal(zeros, np.zeros(8)) and np.array_equal(ones, np.ones(8))  # nothing touched
+
+
 # --- PyTorch --------------------------------------------------------------------------------------------------------
 torch = pytest.importorskip("torch")
 import rust_kernels.torch as rk_torch  # noqa: E402

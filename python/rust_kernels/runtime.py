@@ -148,8 +148,9 @@ class Op:
     and returns the Problem; `choose(problem, placement)` the plan; `aligned`: the arrays whose addresses the plans
     care about; `orders(scalars)`: the memory orders besides C's its kernels read with these scalars (by name;
     channels_last: (0, 2, 3, 1)), which callers keep rather than copy to contiguous; `kernels`: the kernel classes its
-    plans use (a forced plan must use one). `torch`: register it as torch.ops.rust_kernels.<name>, whose backward is
-    `gradient`."""
+    plans use (a forced plan must use one); `fits(plan, problem)`: why a forced plan cannot run this problem (its
+    kernels read another memory order or mode), or None. `torch`: register it as torch.ops.rust_kernels.<name>,
+    whose backward is `gradient`."""
 
     name: str
     doc: str
@@ -161,6 +162,7 @@ class Op:
     kernels: tuple[type[Kernel], ...]
     aligned: tuple[str, ...] = ()
     orders: Callable[[dict[str, Any]], tuple[tuple[int, ...], ...]] | None = None
+    fits: Callable[[Plan, Problem], str | None] | None = None
     torch: bool = False
     gradient: Gradient | None = None
     function: Callable[..., Any] = field(init=False, repr=False)
@@ -268,6 +270,9 @@ class Op:
             if launch.kernel.dtype_key != problem.dtype_key:
                 raise ArgumentError(f"plan: its kernel {launch.kernel.name} runs {launch.kernel.dtype_key}, the "
                                     f"arrays are {problem.dtype_key}")  # fmt: skip
+        why = None if self.fits is None else self.fits(plan, problem)
+        if why is not None:
+            raise ArgumentError(f"plan: {why}")
 
     def _bind(self, plan: Plan, owner: Kernel, named: dict[str, Any], outputs: tuple[Any, ...], problem: Problem,
               device: int, stream: int, spaces: dict[str, Any]

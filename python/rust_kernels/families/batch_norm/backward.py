@@ -127,6 +127,7 @@ NATIVE = Op(
     kernels=KERNELS + training.BACKWARD_KERNELS,
     aligned=("dy", "x", "dx"),
     orders=common.training_orders,
+    fits=training.fits,
     torch=True,
 )
 

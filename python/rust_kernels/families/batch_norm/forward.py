@@ -114,6 +114,7 @@ NATIVE = Op(
     kernels=KERNELS + training.FORWARD_KERNELS,
     aligned=("x", "y"),
     orders=common.training_orders,
+    fits=training.fits,
     torch=True,
     gradient=Gradient(
         "batch_norm_2d_backward", grads={"dy": "y"}, gives={"dx": "x", "dweight": "weight", "dbias": "bias"}

@@ -150,3 +150,18 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:
     return plan(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
                 problem.order is not None)  # fmt: skip
+
+
+def fits(plan: Plan, problem: Problem) -> str | None:
+    """Why a forced plan cannot run this problem of a torch-native op: training mode runs the training kernels in
+    the arrays' memory format, eval mode the eval (NCHW) ones."""
+    training = bool(problem.scalars.get("training"))
+    for launch in plan.launches:
+        kernel = launch.kernel
+        if isinstance(kernel, FORWARD_KERNELS + BACKWARD_KERNELS) != training:
+            mode = "training" if training else "eval"
+            return f"its kernel {kernel.name} is not one of {mode} mode's"
+        if training and bool(kernel.channels_last) != (problem.order is not None):
+            layout = "channels_last" if problem.order is not None else "NCHW"
+            return f"its kernel {kernel.id} reads the other memory format than the arrays' ({layout})"
+    return None
