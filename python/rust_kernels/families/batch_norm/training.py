@@ -156,12 +156,14 @@ def fits(plan: Plan, problem: Problem) -> str | None:
     """Why a forced plan cannot run this problem of a torch-native op: training mode runs the training kernels in
     the arrays' memory format, eval mode the eval (NCHW) ones."""
     training = bool(problem.scalars.get("training"))
+    _, channels, height, width = problem.shape
+    either = problem.empty or channels == 1 or height * width == 1  # NCHW and NHWC: then the same memory
     for launch in plan.launches:
         kernel = launch.kernel
         if isinstance(kernel, FORWARD_KERNELS + BACKWARD_KERNELS) != training:
             mode = "training" if training else "eval"
             return f"its kernel {kernel.name} is not one of {mode} mode's"
-        if training and bool(kernel.channels_last) != (problem.order is not None):
+        if training and not either and bool(kernel.channels_last) != (problem.order is not None):
             layout = "channels_last" if problem.order is not None else "NCHW"
             return f"its kernel {kernel.id} reads the other memory format than the arrays' ({layout})"
     return None
