@@ -14,7 +14,7 @@ from rust_kernels.kernels import CATALOGUE
 
 @pytest.mark.parametrize("tool", list(sanitize.TOOLS))
 def test_every_tool_runs_every_kernel_variant_of_every_family(tool):
-    kernels = {plan.kernel.name for _, plan, _ in sanitize.cases(tool)}
+    kernels = {launch.kernel.name for _, plan, _ in sanitize.cases(tool) for launch in plan.launches}
     assert kernels == {cls.spec.name for cls in CATALOGUE.values()}
 
 
@@ -22,8 +22,7 @@ def test_the_cases_cover_every_dtype_size_and_every_mode_const_of_every_kernel()
     """A dtype of each size (f16 addresses memory as bf16 does), and every value of every const but the CTA size
     (VECTORIZED, DETERMINISTIC)."""
     covered: dict[str, set] = {}
-    for _, plan, _ in sanitize.cases("memcheck"):
-        kernel = plan.kernel
+    for kernel in (launch.kernel for _, plan, _ in sanitize.cases("memcheck") for launch in plan.launches):
         modes = [(c.name, v) for c, v in zip(kernel.spec.consts, kernel.const_values, strict=True)]
         covered.setdefault(kernel.name, set()).update([("dtype", kernel.dtype), *modes])
     for cls in CATALOGUE.values():
@@ -121,5 +120,5 @@ def test_memcheck_runs_every_catalogue_instance():
     """Issue 9.14: every instance (each dtype, CTA size and mode of every kernel) under at least memcheck."""
     from rust_kernels.kernels import instances
 
-    ran = {plan.kernel for _, plan, _ in sanitize.cases("memcheck")}
+    ran = {launch.kernel for _, plan, _ in sanitize.cases("memcheck") for launch in plan.launches}
     assert set(instances()) <= ran, sorted(k.id for k in set(instances()) - ran)
