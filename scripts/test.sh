@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== ruff"
-ruff check python tests
-ruff format --check python tests
+ruff check python tests examples
+ruff format --check python tests examples
 echo "== cargo fmt, clippy, test"
 (cd rust_kernels && cargo fmt --all --check && cargo clippy --workspace --all-targets -q -- -D warnings \
   && cargo test -q -p cuda_std)

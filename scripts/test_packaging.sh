@@ -41,10 +41,13 @@ from rust_kernels.kernels import BatchNorm2dNchwBackward
 want = os.environ["CHECKOUT_SOURCE_KEY"]
 assert source_key(BatchNorm2dNchwBackward(256), "sm_90") == want, "prebuilt kernels would not be found"
 print("[packaging] installed package: kernels hash as in the checkout (prebuilt entries are found)")
+from rust_kernels.bench import suite
+assert len(suite.shapes()) >= 60, suite.SUITE
+print(f"[packaging] installed package: the shape suite ({len(suite.shapes())} shapes) ships")
 PY
   )
   (cd "$work/elsewhere" && RUST_KERNELS_CACHE_DIR="$work/cache" RUST_KERNELS_QUIET=1 \
-    "$work/venv/bin/python" examples/rms_norm/run.py --dtype f32 bf16 | tail -1)
+    "$work/venv/bin/python" examples/rows/run.py --dtype f32 bf16 --block 64 | tail -1)
 }
 
 echo "[packaging] the wheel, installed in a fresh venv"

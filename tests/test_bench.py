@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rust_kernels import bench, driver
-from rust_kernels.bench import baselines, launch, ops, report, timing
+from rust_kernels.bench import baselines, launch, ops, report, suite, timing
 from rust_kernels.bench.report import HostResult, Measure, OpResult
 
 BWD = "batch_norm_2d_nchw_backward"
@@ -253,6 +253,46 @@ def test_bench_csv(tmp_path):
     assert rows[1]["us_ours_atomic"] == rows[1]["deterministic_cost"] == "n/a"  # failed
     assert rows[2]["us_ours_atomic"] == rows[2]["deterministic_cost"] == ""  # the family has no such column
     assert rows[2]["family"] == FWD and float(rows[2]["speedup_vs_torch"]) == pytest.approx(1.6)
+
+
+def test_suite_csv_has_the_issue_columns(tmp_path):
+    path = tmp_path / "bench_suite.csv"
+    report.write_suite_csv([op(), forward()], path)
+    rows = list(csv.DictReader(path.open()))
+    assert list(rows[0]) == report.SUITE_FIELDS
+    assert (rows[0]["op"], rows[0]["shape"], rows[0]["dtype"]) == (BWD, "32x256x56x56", "f32")
+    assert float(rows[0]["ours_us"]) == 100.0 and float(rows[0]["bound_us"]) == 90.0
+    assert float(rows[0]["fraction_of_bound"]) == pytest.approx(0.9)
+    assert float(rows[0]["vs_torch"]) == pytest.approx(1.5) and float(rows[0]["vs_compile"]) == pytest.approx(1.2)
+
+
+def test_the_shape_suite_covers_the_models_and_the_extremes():
+    shapes, sources = suite.shapes(), suite.sources()
+    assert len(shapes) >= 60 and len(set(shapes)) == len(shapes) and all(len(s) == 4 for s in shapes)
+    models = {src.split("@")[0] for srcs in sources.values() for src in srcs if "@" in src}
+    assert models == {"resnet50", "resnext50_32x4d", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+                      "densenet121", "inception_v3", "regnet_y_400mf"}  # fmt: skip
+    assert {b for b, *_ in shapes} >= {1, 32, 128, 1024}
+    assert (32, 2048, 7, 7) in shapes and (128, 64, 112, 112) in shapes  # resnet50: its last at 32, first at 128
+    assert any(h * w == 1 and c == 4096 for _, c, h, w in shapes)
+    assert any(c == 1 for _, c, _, _ in shapes) and (1, 64, 1024, 1024) in shapes
+    assert any(h == w == 2 and c == 2560 for _, c, h, w in shapes)
+
+
+def test_bench_suite_times_the_4d_families_over_the_suite(monkeypatch, tmp_path):
+    picked = {}
+
+    def run(torch, families, dtypes, reps, shapes, host_calls):
+        picked.update(families=[f.name for f in families], shapes=shapes)
+        return ops.Run()
+
+    monkeypatch.setattr(bench, "unavailable", lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", FakeGpu())
+    monkeypatch.setattr(ops, "run", run)
+    assert bench.main(["--suite", "--skip-launch", "--out", str(tmp_path)]) == 0
+    assert picked["shapes"] == suite.shapes()
+    assert picked["families"] and "rms_norm_forward" not in picked["families"]
+    assert (tmp_path / "bench_suite.csv").read_text().splitlines() == [",".join(report.SUITE_FIELDS)]
 
 
 def test_host_csv(tmp_path):

@@ -384,12 +384,13 @@ def test_export_of_an_entry_corrupted_since_it_was_read_fails_loudly(fresh_cache
 
 def test_cli_export_repairs_the_target_and_reports_errors(fresh_cache, monkeypatch, capsys):
     """`build --export` over a corrupt target: repaired; to an unwritable target: `error:` and exit status 2."""
-    from rust_kernels import cli, kernels
+    from rust_kernels import cli
 
     one = [BatchNorm2dNchwBackward(block_hw=256)]
-    monkeypatch.setattr(kernels, "instances", lambda: one)
+    monkeypatch.setattr(cli, "instances", lambda: one)  # the catalogue is hundreds of builds
     destination = fresh_cache / "carried"
     assert cli.main(["build", "--export", str(destination)]) == 0
+    assert "(1 instances x" in capsys.readouterr().out
     entry = kcache.read_entry(content_hash(one[0]))
     (destination / "kernels" / entry.path.name / "kernel.ptx").write_text("garbage")
     assert cli.main(["build", "--export", str(destination)]) == 0

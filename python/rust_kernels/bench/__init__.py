@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rust_kernels import driver
-from rust_kernels.bench import baselines, launch, models, ops, report
+from rust_kernels.bench import baselines, launch, models, ops, report, suite
 from rust_kernels.bench.report import Shape
 from rust_kernels.dtypes import DTYPES
 
@@ -86,6 +86,9 @@ def parser() -> argparse.ArgumentParser:
     mixed = "bf16-f32: bf16 activations with f32 parameters, as under autocast"
     p.add_argument("--dtype", nargs="+", choices=keys, default=DEFAULT_DTYPES, help=f"dtypes to time ({mixed})")
     p.add_argument("--shapes", nargs="+", type=parse_shape, help="shapes (BxCxHxW) instead of each family's own")
+    p.add_argument("--suite", action="store_true", help="every family of 4-d shapes over the shape suite (the "
+                   "BatchNorm2d inputs of eight torchvision models at batch 1, 32, 128, and extremes); also writes "
+                   "bench_suite.csv")  # fmt: skip
     p.add_argument(
         "--reps", type=_at_least(MIN_REPS), default=30, help=f"timed repetitions per call (at least {MIN_REPS})"
     )
@@ -138,8 +141,15 @@ def unavailable() -> str | None:
 
 def _ops(torch: object, options: argparse.Namespace) -> int:
     families = [baselines.baseline(name) for name in options.family]
-    done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
+    shapes = options.shapes
+    if options.suite:
+        shapes = suite.shapes()
+        families = [f for f in families if f.bench_shapes and len(f.bench_shapes[0]) == len(shapes[0])]
+    done = ops.run(torch, families, options.dtype, options.reps, shapes, options.host_calls)
     out: Path = options.out
+    if options.suite:
+        report.write_suite_csv(done.results, out / "bench_suite.csv")
+        print(f"wrote {out / 'bench_suite.csv'}", flush=True)
     report.print_table(done.results)
     report.print_host(done.hosts, options.host_calls)
     report.print_summary(report.summarize(done.results, done.hosts))

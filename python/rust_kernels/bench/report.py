@@ -160,6 +160,8 @@ BENCH_FIELDS += [f"us_{c}" for c in COLUMNS] + [f"gbps_{c}" for c in COLUMNS]
 BENCH_FIELDS += [f"fraction_of_bound_{c}" for c in COMPARED]
 BENCH_FIELDS += [f"speedup_vs_{b}" for b in BASELINES] + ["deterministic_cost"]
 HOST_FIELDS = ["family", "shape", "dtype", *(f"host_us_{c}" for c in COLUMNS), "ours_over_torch"]
+SUITE_FIELDS = ["op", "shape", "dtype", "bytes", "ours_us", "torch_us", "compile_us", "bound_us", "fraction_of_bound",
+                "vs_torch", "vs_compile"]  # fmt: skip
 LAUNCH_FIELDS = ["section", "name", "value", "unit", "gpu_us_per_kernel", "ratio_to_floor", "note"]
 
 
@@ -177,6 +179,14 @@ def csv_row(r: OpResult) -> dict[str, str]:
     return row | {"deterministic_cost": _cell(r, "ours_atomic", r.deterministic_cost, ".4f")}
 
 
+def suite_csv_row(r: OpResult) -> dict[str, str]:
+    """One row of bench_suite.csv: the op's times, its fraction of the bound and its speedups (ours / theirs)."""
+    row = {"op": r.family, "shape": shape_label(r.shape), "dtype": r.dtype, "bytes": str(r.nbytes)}
+    row |= {f"{c}_us": _cell(r, c, r.time(c), ".3f") for c in ("ours", "torch", "compile", "bound")}
+    row["fraction_of_bound"] = _cell(r, "ours", r.fraction_of_bound("ours"), ".4f")
+    return row | {f"vs_{b}": _cell(r, b, r.speedup(b), ".4f") for b in BASELINES}
+
+
 def host_csv_row(h: HostResult) -> dict[str, str]:
     row = {"family": h.family, "shape": shape_label(h.shape), "dtype": h.dtype}
     row |= {f"host_us_{c}": _cell(h, c, h.time(c), ".3f") for c in COLUMNS}
@@ -192,6 +202,10 @@ def write_dicts(path: Path, fields: list[str], rows: Iterable[dict[str, str]]) -
 
 def write_csv(results: Sequence[OpResult], path: Path) -> None:
     write_dicts(path, BENCH_FIELDS, map(csv_row, results))
+
+
+def write_suite_csv(results: Sequence[OpResult], path: Path) -> None:
+    write_dicts(path, SUITE_FIELDS, map(suite_csv_row, results))
 
 
 def write_host_csv(hosts: Sequence[HostResult], path: Path) -> None:

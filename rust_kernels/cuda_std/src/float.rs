@@ -5,18 +5,64 @@ use crate::pack::{Lanes, Pack, Pack8};
 use crate::warp::ShuffleValue;
 use core::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub, SubAssign};
 
-/// rust-cuda's `GpuFloat`: std-named math methods that also exist on the device.
+/// rust-cuda's `GpuFloat`: std-named math methods that also exist on the device, on the types kernels compute in
+/// (f32, f64; 16-bit data computes in f32 through [`Float::to_acc`]). The elementary functions are this crate's own
+/// (src/math.rs): the device and the emulator give bit-identical results, within the ulp bounds of
+/// docs/math.md. On a concrete f32 or f64 outside generic code, std's inherent methods of the same names shadow
+/// these on the host: call them as `GpuFloat::exp(x)` there.
 pub trait GpuFloat: Copy {
     fn sqrt(self) -> Self;
     fn mul_add(self, a: Self, b: Self) -> Self;
     fn abs(self) -> Self;
     fn max(self, other: Self) -> Self;
     fn min(self, other: Self) -> Self;
+    /// Rounding to an integral value: down, up, half away from zero (as std), toward zero.
+    fn floor(self) -> Self;
+    fn ceil(self) -> Self;
+    fn round(self) -> Self;
+    fn trunc(self) -> Self;
+    /// e^x, 2^x, e^x - 1 (accurate near 0).
+    fn exp(self) -> Self;
+    fn exp2(self) -> Self;
+    fn exp_m1(self) -> Self;
+    /// ln x, log2 x, ln(1 + x) (accurate near 0).
+    fn ln(self) -> Self;
+    fn log2(self) -> Self;
+    fn ln_1p(self) -> Self;
+    fn tanh(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
+    /// x^y with C's (and std's) special cases.
+    fn powf(self, y: Self) -> Self;
+    /// The error function.
+    fn erf(self) -> Self;
+    /// 1 / (1 + e^-x).
+    fn sigmoid(self) -> Self;
+    /// 1 / sqrt(x), two correctly rounded operations.
+    fn rsqrt(self) -> Self;
+}
+
+/// Fast approximations by the PTX `.approx` instructions (f32; subnormal inputs and results flushed to zero):
+/// `exp_fast` is `ex2.approx` of x log2 e (corrected for the product's rounding), `ln_fast` `lg2.approx` times
+/// ln 2. Their errors are in docs/math.md; the
+/// emulator computes the exact value rounded, so emulated results can differ from the device's by those errors.
+/// On f64 (no such instructions) each is the accurate function.
+pub trait FastMath: Copy {
+    fn exp_fast(self) -> Self;
+    fn exp2_fast(self) -> Self;
+    fn ln_fast(self) -> Self;
+    fn log2_fast(self) -> Self;
+    fn tanh_fast(self) -> Self;
+    fn sin_fast(self) -> Self;
+    fn cos_fast(self) -> Self;
+    fn rsqrt_fast(self) -> Self;
+    fn recip_fast(self) -> Self;
 }
 
 /// An arithmetic float: the type kernels compute in.
 pub trait Accum:
     GpuFloat
+    + FastMath
     + crate::atomic::AtomicAdd
     + ShuffleValue
     + PartialOrd
@@ -32,7 +78,31 @@ pub trait Accum:
 {
     const ZERO: Self;
     const ONE: Self;
+    /// std's constants, in this precision.
+    const PI: Self;
+    const E: Self;
+    const LN_2: Self;
+    const LOG2_E: Self;
+    const SQRT_2: Self;
+    const FRAC_1_SQRT_2: Self;
+    const FRAC_2_SQRT_PI: Self;
+    const INFINITY: Self;
+    const NEG_INFINITY: Self;
+    const NAN: Self;
+    const EPSILON: Self;
+    const MAX: Self;
+    const MIN_POSITIVE: Self;
+    /// Conversions as Rust's `as`: rounding to nearest, and to integers toward zero, saturating (NaN gives 0).
     fn from_f32(value: f32) -> Self;
+    fn from_f64(value: f64) -> Self;
+    fn from_i32(value: i32) -> Self;
+    fn from_u32(value: u32) -> Self;
+    fn from_usize(value: usize) -> Self;
+    fn to_f32(self) -> f32;
+    fn to_f64(self) -> f64;
+    fn to_i32(self) -> i32;
+    fn to_u32(self) -> u32;
+    fn to_usize(self) -> usize;
 }
 
 /// A storage type of kernel data, with the type it is computed in.
@@ -48,13 +118,29 @@ pub trait Float: Copy + 'static {
     fn from_acc(value: Self::Acc) -> Self;
 }
 
+macro_rules! forward {
+    ($($name:ident),*) => {$(
+        #[inline(always)]
+        fn $name(self) -> Self {
+            crate::math::$name(self)
+        }
+    )*};
+}
+
+macro_rules! rounding {
+    ($math:ident: $($name:ident),*) => {$(
+        #[inline(always)]
+        fn $name(self) -> Self {
+            crate::arch::math::$math::$name(self)
+        }
+    )*};
+}
+
 macro_rules! native_float {
     ($t:ident, $math:ident, $lanes8:literal) => {
         impl GpuFloat for $t {
-            #[inline(always)]
-            fn sqrt(self) -> Self {
-                crate::arch::math::$math::sqrt(self)
-            }
+            rounding!($math: sqrt, floor, ceil, round, trunc);
+            forward!(exp, exp2, exp_m1, ln, log2, ln_1p, tanh, sin, cos, erf, sigmoid);
             #[inline(always)]
             fn mul_add(self, a: Self, b: Self) -> Self {
                 crate::arch::math::$math::mul_add(self, a, b)
@@ -71,15 +157,34 @@ macro_rules! native_float {
             fn min(self, other: Self) -> Self {
                 $t::min(self, other)
             }
+            #[inline(always)]
+            fn powf(self, y: Self) -> Self {
+                crate::math::powf(self, y)
+            }
+            #[inline(always)]
+            fn rsqrt(self) -> Self {
+                1.0 / crate::arch::math::$math::sqrt(self)
+            }
         }
 
         impl Accum for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
-            #[inline(always)]
-            fn from_f32(value: f32) -> Self {
-                value as $t
-            }
+            const PI: Self = core::$t::consts::PI;
+            const E: Self = core::$t::consts::E;
+            const LN_2: Self = core::$t::consts::LN_2;
+            const LOG2_E: Self = core::$t::consts::LOG2_E;
+            const SQRT_2: Self = core::$t::consts::SQRT_2;
+            const FRAC_1_SQRT_2: Self = core::$t::consts::FRAC_1_SQRT_2;
+            const FRAC_2_SQRT_PI: Self = core::$t::consts::FRAC_2_SQRT_PI;
+            const INFINITY: Self = $t::INFINITY;
+            const NEG_INFINITY: Self = $t::NEG_INFINITY;
+            const NAN: Self = $t::NAN;
+            const EPSILON: Self = $t::EPSILON;
+            const MAX: Self = $t::MAX;
+            const MIN_POSITIVE: Self = $t::MIN_POSITIVE;
+            conversions!($t: from_f32 f32, from_f64 f64, from_i32 i32, from_u32 u32, from_usize usize;
+                         to_f32 f32, to_f64 f64, to_i32 i32, to_u32 u32, to_usize usize);
         }
 
         impl Float for $t {
@@ -96,6 +201,109 @@ macro_rules! native_float {
             }
         }
     };
+}
+
+macro_rules! conversions {
+    ($t:ident: $($from:ident $a:ty),*; $($to:ident $b:ty),*) => {
+        $(
+            #[inline(always)]
+            fn $from(value: $a) -> Self {
+                value as $t
+            }
+        )*
+        $(
+            #[inline(always)]
+            fn $to(self) -> $b {
+                self as $b
+            }
+        )*
+    };
+}
+
+/// log2 e minus its f32 value.
+const LOG2_E_LO: f32 = 1.925_963e-8;
+
+impl FastMath for f32 {
+    #[inline(always)]
+    fn exp_fast(self) -> f32 {
+        // x log2 e in two parts, the low one applied as 2^lo = 1 + lo ln 2: ex2.approx's error at every x, not
+        // one growing with |x| from rounding the product.
+        let t = self * core::f32::consts::LOG2_E;
+        let lo = self.mul_add(core::f32::consts::LOG2_E, -t) + self * LOG2_E_LO;
+        let e = crate::arch::math::ex2_approx(t);
+        e.mul_add(lo * core::f32::consts::LN_2, e)
+    }
+    #[inline(always)]
+    fn exp2_fast(self) -> f32 {
+        crate::arch::math::ex2_approx(self)
+    }
+    #[inline(always)]
+    fn ln_fast(self) -> f32 {
+        crate::arch::math::lg2_approx(self) * core::f32::consts::LN_2
+    }
+    #[inline(always)]
+    fn log2_fast(self) -> f32 {
+        crate::arch::math::lg2_approx(self)
+    }
+    #[inline(always)]
+    fn tanh_fast(self) -> f32 {
+        crate::arch::math::tanh_approx(self)
+    }
+    #[inline(always)]
+    fn sin_fast(self) -> f32 {
+        crate::arch::math::sin_approx(self)
+    }
+    #[inline(always)]
+    fn cos_fast(self) -> f32 {
+        crate::arch::math::cos_approx(self)
+    }
+    #[inline(always)]
+    fn rsqrt_fast(self) -> f32 {
+        crate::arch::math::rsqrt_approx(self)
+    }
+    #[inline(always)]
+    fn recip_fast(self) -> f32 {
+        crate::arch::math::rcp_approx(self)
+    }
+}
+
+impl FastMath for f64 {
+    #[inline(always)]
+    fn exp_fast(self) -> f64 {
+        GpuFloat::exp(self)
+    }
+    #[inline(always)]
+    fn exp2_fast(self) -> f64 {
+        GpuFloat::exp2(self)
+    }
+    #[inline(always)]
+    fn ln_fast(self) -> f64 {
+        GpuFloat::ln(self)
+    }
+    #[inline(always)]
+    fn log2_fast(self) -> f64 {
+        GpuFloat::log2(self)
+    }
+    #[inline(always)]
+    fn tanh_fast(self) -> f64 {
+        GpuFloat::tanh(self)
+    }
+    #[inline(always)]
+    fn sin_fast(self) -> f64 {
+        GpuFloat::sin(self)
+    }
+    #[inline(always)]
+    fn cos_fast(self) -> f64 {
+        GpuFloat::cos(self)
+    }
+    #[inline(always)]
+    fn rsqrt_fast(self) -> f64 {
+        GpuFloat::rsqrt(self)
+    }
+    #[inline(always)]
+    fn recip_fast(self) -> f64 {
+        1.0 / self
+    }
 }
 
 native_float!(f32, f32, 2);

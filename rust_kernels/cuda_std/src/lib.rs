@@ -22,8 +22,11 @@ mod export;
 
 pub mod atomic;
 pub mod float;
+mod math;
 pub mod mem;
 pub mod pack;
+pub mod reduce;
+pub mod row;
 pub mod shared;
 pub mod thread;
 pub mod warp;
@@ -39,9 +42,10 @@ use device as arch;
 use host as arch;
 
 pub mod prelude {
-    pub use crate::float::{bf16, f16, Accum, Float, GpuFloat};
+    pub use crate::float::{bf16, f16, Accum, FastMath, Float, GpuFloat};
     pub use crate::kernel;
     pub use crate::mem::{DevicePtr, StoreAcc};
     pub use crate::pack::{Lanes, Pack, Pack8};
-    pub use crate::{atomic, shared, thread, warp};
+    pub use crate::reduce::{self, Welford};
+    pub use crate::{atomic, row, shared, thread, warp};
 }

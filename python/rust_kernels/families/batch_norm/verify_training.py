@@ -59,9 +59,11 @@ SANITIZE_SHAPES = [
     (4, 2, 31, 33),  # 4 092 single elements per channel: several unrolled steps per thread
     (2, 64, 12, 16),  # several vectorized steps, and slices, in both layouts
 ]
-# None: the plan's own. The emulator runs a CTA's threads as OS threads, each barrier a round of all of them: few
-# CTAs there (the GPU checks the rest).
+# None: the plan's own. The emulator runs a CTA's threads as OS threads, each barrier a round of all of them: there
+# one dtype key runs the forced splits and the fewest-CTA elementwise grid, the others each kernel instance once (the
+# GPU checks every combination).
 SPLITS = {"cuda": (None, 1, 3, 16), "host": (None, 1, 2)}
+HOST_EVERY_GRID = "f32"
 
 
 def _packs(shape: tuple[int, ...], dtype: str, channels_last: bool) -> list[int]:
@@ -129,11 +131,14 @@ class _Training(Family):
         with its own grid and with the fewest CTAs."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else LISTED_SMS
+        every_grid = backend == "cuda" or dtype == HOST_EVERY_GRID
         out = []
         for channels_last in (False, True):
             for vectorized in _packs(shape, storage, channels_last):
-                for split in SPLITS[backend]:
+                for split in SPLITS[backend] if every_grid else (None,):
                     out.append(build(shape, storage, param, vectorized, channels_last, sms, split))
+                if not every_grid:
+                    continue
                 if channels_last:
                     groups = shape[1] // common.unit_elements(vectorized, storage)
                     fewest = max(1, groups // math.gcd(groups, training.ELEMENTWISE_BLOCK)) if groups else 1

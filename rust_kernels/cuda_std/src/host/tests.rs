@@ -1499,3 +1499,164 @@ fn c_abi_cancel_interrupts_a_launch() {
     assert_eq!(result, (abi::INTERRUPTED, "kernel abi_saxpy: interrupted".into()));
     assert!(latency < PROMPTLY, "took {latency:?}");
 }
+
+/// Per CTA: sum and max of its threads' values, and the Welford statistics, each seen by every thread.
+#[kernel]
+unsafe fn block_reductions(x: *mut f64, out: *mut f64) {
+    let tid = thread_idx_x() as usize;
+    let n = block_dim_x() as usize;
+    let base = block_idx_x() as usize * n;
+    let scratch = crate::shared::dynamic_shared_mem::<f64>();
+    unsafe {
+        let v = x.load(base + tid);
+        let sum = reduce::block_sum(v, scratch);
+        let max = reduce::block_max(v, scratch);
+        let stats = Welford::EMPTY.push(v).block_merge(scratch);
+        let row = (base + tid) * 4;
+        out.store(row, sum);
+        out.store(row + 1, max);
+        out.store(row + 2, stats.mean);
+        out.store(row + 3, stats.variance());
+    }
+}
+
+#[test]
+fn block_reductions_give_every_thread_the_ctas_result() {
+    let (ctas, n) = (3, 96);
+    let mut x: Vec<f64> = (0..ctas * n).map(|i| ((i * 37) % 101) as f64 - 50.0).collect();
+    let mut out = vec![0.0; ctas * n * 4];
+    let args = [buffer(&mut x), buffer(&mut out)];
+    launch(
+        &block_reductions__HOST,
+        &config([ctas as u32, 1, 1], [n as u32, 1, 1], 3 * 3 * 8),
+        &args,
+    )
+    .unwrap();
+    for b in 0..ctas {
+        let values = &x[b * n..(b + 1) * n];
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+        for t in 0..n {
+            let got = &out[(b * n + t) * 4..(b * n + t) * 4 + 4];
+            assert_eq!(got[0], values.iter().sum::<f64>());
+            assert_eq!(got[1], values.iter().cloned().fold(f64::MIN, f64::max));
+            assert!(
+                (got[2] - mean).abs() <= 1e-13 * mean.abs().max(1.0),
+                "{} vs {mean}",
+                got[2]
+            );
+            assert!((got[3] - var).abs() <= 1e-12 * var, "{} vs {var}", got[3]);
+        }
+    }
+}
+
+/// y = 2 x + i (+ w, read alongside from `w_offset`) over a row that starts `offset` elements into the buffer, and
+/// the row's sum through `for_each`.
+#[kernel]
+unsafe fn row_map(x: *mut f32, w: *mut f32, y: *mut f32, sums: *mut f32, offset: u32, w_offset: u32, len: u32) {
+    let tid = thread_idx_x() as usize;
+    let threads = block_dim_x() as usize;
+    let (src, dst) = unsafe { (x.add(offset as usize), y.add(offset as usize)) };
+    unsafe {
+        if w_offset == u32::MAX {
+            row::map(src, dst, len as usize, tid, threads, |i, v| 2.0 * v + i as f32);
+        } else {
+            let aux = w.add(w_offset as usize);
+            row::map_with(src, [aux], dst, len as usize, tid, threads, |i, v, [a]| {
+                2.0 * v + i as f32 + a
+            });
+        }
+        let mut sum = 0.0f32;
+        row::for_each(src, len as usize, tid, threads, |_, v| sum += v);
+        sums.store(tid, sum);
+    }
+}
+
+#[test]
+fn rows_are_streamed_in_packs_at_any_offset_and_length() {
+    let cases = [(0, 64), (1, 64), (3, 5), (2, 1), (0, 0), (5, 67), (4, 31)];
+    for ((offset, len), w_offset) in cases.into_iter().flat_map(|c| [(c, u32::MAX), (c, c.0), (c, c.0 + 1)]) {
+        let mut x: Vec<f32> = (0..80).map(|i| i as f32).collect();
+        let mut w: Vec<f32> = (0..80).map(|i| 1000.0 * i as f32).collect();
+        let mut y = vec![-1.0f32; 80];
+        let mut sums = vec![0.0f32; 32];
+        let args = [
+            buffer(&mut x),
+            buffer(&mut w),
+            buffer(&mut y),
+            buffer(&mut sums),
+            scalar(ArgValue::U32(offset)),
+            scalar(ArgValue::U32(w_offset)),
+            scalar(ArgValue::U32(len)),
+        ];
+        launch(&row_map__HOST, &config([1, 1, 1], [32, 1, 1], 0), &args).unwrap();
+        let (o, l) = (offset as usize, len as usize);
+        for (k, v) in y.iter().enumerate() {
+            let inside = (o..o + l).contains(&k);
+            let want = match (inside, w_offset) {
+                (false, _) => -1.0,
+                (true, u32::MAX) => 2.0 * k as f32 + (k - o) as f32,
+                (true, wo) => 2.0 * k as f32 + (k - o) as f32 + w[wo as usize + k - o],
+            };
+            assert_eq!(*v, want, "offset {offset}, w_offset {w_offset}, len {len}, element {k}");
+        }
+        assert_eq!(
+            sums.iter().sum::<f32>(),
+            x[o..o + l].iter().sum::<f32>(),
+            "offset {offset}, len {len}"
+        );
+    }
+}
+
+#[test]
+fn a_row_splits_at_its_16_byte_boundaries() {
+    let base = 0x1000 as *const f32;
+    assert_eq!(
+        row::Split::of(base, 10),
+        row::Split {
+            head: 0,
+            packs: 2,
+            len: 10
+        }
+    );
+    assert_eq!(
+        row::Split::of(base.wrapping_add(1), 10),
+        row::Split {
+            head: 3,
+            packs: 1,
+            len: 10
+        }
+    );
+    assert_eq!(
+        row::Split::of(base.wrapping_add(1), 2),
+        row::Split {
+            head: 2,
+            packs: 0,
+            len: 2
+        }
+    );
+    let odd = (0x1001usize) as *const f32;
+    assert_eq!(
+        row::Split::of(odd, 9).packs,
+        0,
+        "a start not aligned to its element is read element by element"
+    );
+}
+
+/// Every element of n written once by a grid smaller than n.
+#[kernel]
+unsafe fn grid_stride_fill(out: *mut u32, n: u32) {
+    for i in row::grid_stride(n as usize) {
+        unsafe { out.store(i, out.load(i) + i as u32 + 1) };
+    }
+}
+
+#[test]
+fn a_grid_stride_loop_visits_every_element_once() {
+    for n in [0u32, 1, 63, 64, 65, 1000] {
+        let mut out = vec![0u32; n as usize];
+        let args = [buffer(&mut out), scalar(ArgValue::U32(n))];
+        launch(&grid_stride_fill__HOST, &config([2, 1, 1], [32, 1, 1], 0), &args).unwrap();
+        assert!(out.iter().enumerate().all(|(i, &v)| v == i as u32 + 1), "n = {n}");
+    }
+}

@@ -1,0 +1,279 @@
+"""Row kernels written with rust_kernels' public API alone (cuda_std's row, reduce and math modules): bias + GELU,
+softmax, LayerNorm and RMSNorm forward over a row-major [M, N] x. Each is cross-checked against a float64 NumPy
+reference within an error bound derived from its arithmetic; on the GPU, --bench times it against PyTorch eager,
+torch.compile of the same maths and a copy of the same bytes.
+
+    python examples/rows/run.py                         # every kernel and dtype in the host emulator
+    python examples/rows/run.py --backend cuda          # on the GPU (PyTorch for device arrays)
+    python examples/rows/run.py --backend cuda --bench rows.csv   # and the benchmark, one CSV row per case
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import rust_kernels
+
+EPS = 1e-5
+# The unit roundoff of the accumulation type, and of rounding the result to the storage type.
+UNIT = {"f32": 2.0**-24, "f64": 2.0**-53, "bf16": 2.0**-24, "f16": 2.0**-24}
+STORAGE = {"f32": 0.0, "f64": 0.0, "bf16": 2.0**-8, "f16": 2.0**-11}
+SUBNORMAL = {"f32": 0.0, "f64": 0.0, "bf16": 2.0**-134, "f16": 2.0**-25}  # half the least subnormal: absolute
+CHECK_SHAPES = [(4, 1001), (3, 31), (2, 4096), (5, 8)]  # misaligned rows, rows shorter than the CTA, long rows
+GELU_SQRT_2_OVER_PI, GELU_CUBIC = 0.7978845608028654, 0.044715
+
+
+@dataclass(frozen=True)
+class Case:
+    """One kernel: its name and consts, the inputs besides x, its float64 reference and its error bound."""
+
+    name: str
+    consts: dict[str, int]
+    extra: tuple[str, ...]  # "bias", "weight": rows of N read alongside x
+    eps: bool
+    reference: Callable[..., np.ndarray]
+    bound: Callable[..., np.ndarray]  # absolute bound before storage rounding: (x, inputs, want, u, block)
+
+    @property
+    def label(self) -> str:
+        return self.name + "".join(f" {k.lower()}={v}" for k, v in self.consts.items() if k != "BLOCK")
+
+
+def _erf(a: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf)(a)
+
+
+def gelu(x, bias, approximate: bool) -> np.ndarray:
+    u = x + bias
+    if approximate:
+        return 0.5 * u * (1 + np.tanh(GELU_SQRT_2_OVER_PI * (u + GELU_CUBIC * u**3)))
+    return 0.5 * u * (1 + _erf(u / math.sqrt(2)))
+
+
+def gelu_bound(x, inputs, want, u, block) -> np.ndarray:
+    """Every intermediate is bounded by |x + bias| (erf/tanh within 2 ulps, its argument and the products a few
+    roundings each) and the cubic term by |u|^3: at most 10 roundings of those."""
+    a = np.abs(x + inputs["bias"])
+    return 10 * u * (a + GELU_CUBIC * a**3 * (1 + a)) + 4 * u * np.abs(want)
+
+
+def softmax(x) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def softmax_bound(x, inputs, want, u, block) -> np.ndarray:
+    """exp(v - max) errs by |v - max| u (the rounded difference) plus 2 ulps; the sum adds its depth (a thread's
+    elements, the CTA's tree) and every rescaling's error, bounded by the largest |v - max|."""
+    spread = x.max(axis=1, keepdims=True) - x
+    depth = math.ceil(x.shape[1] / block) + 12
+    return (spread + 3 + spread.max(axis=1, keepdims=True) * 2 + depth + 4) * u * np.abs(want)
+
+
+def layer_norm(x, weight, bias) -> np.ndarray:
+    mean = x.mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + EPS) * weight + bias
+
+
+def layer_norm_bound(x, inputs, want, u, block) -> np.ndarray:
+    """Welford's mean and variance err by the depth of their merges relative to |x| + |mean| + std (stable, no
+    cancellation of squares); y's terms are bounded by (|x| + |mean| + std) rstd |weight| + |bias|."""
+    mean, std = x.mean(axis=1, keepdims=True), x.std(axis=1, keepdims=True)
+    rstd = 1 / np.sqrt(std**2 + EPS)
+    depth = math.ceil(x.shape[1] / block) + 12
+    scale = (np.abs(x) + np.abs(mean) + std) * rstd * np.abs(inputs["weight"])
+    return (2 * depth + 8) * u * scale + 2 * u * np.abs(inputs["bias"])
+
+
+def rms_norm(x, weight) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + EPS) * weight
+
+
+def rms_norm_bound(x, inputs, want, u, block) -> np.ndarray:
+    """Each thread adds ceil(n / block) squares, then the CTA's tree: the mean square errs by its depth relatively,
+    its reciprocal square root by half that plus 3 roundings, y by 2 more."""
+    depth = math.ceil(x.shape[1] / block) + 12
+    return (depth / 2 + 6) * u * np.abs(want)
+
+
+CASES = [
+    Case("bias_gelu", {"APPROXIMATE": 0}, ("bias",), False, lambda x, b: gelu(x, b, False), gelu_bound),
+    Case("bias_gelu", {"APPROXIMATE": 1}, ("bias",), False, lambda x, b: gelu(x, b, True), gelu_bound),
+    Case("softmax", {}, (), False, softmax, softmax_bound),
+    Case("layer_norm_forward", {}, ("weight", "bias"), True, layer_norm, layer_norm_bound),
+    Case("rms_norm_forward", {}, ("weight",), True, rms_norm, rms_norm_bound),
+]
+PROGRAM = rust_kernels.Program(Path(__file__).resolve().parent)
+
+
+def block_for(n: int, lanes: int) -> int:
+    """Threads per row: about two 16-byte packs each, 64 to 1024."""
+    return max(64, min(1024, 1 << max(0, math.ceil(math.log2(max(1, n / (2 * lanes)))))))
+
+
+def make_inputs(case: Case, m: int, n: int, storage: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    data = {"x": (rng.standard_normal((m, n)) * 3).astype(storage)}
+    if "weight" in case.extra:
+        data["weight"] = rng.uniform(0.5, 1.5, n).astype(storage)
+    if "bias" in case.extra:
+        data["bias"] = rng.standard_normal(n).astype(storage)
+    return data
+
+
+def kernel_for(case: Case, dtype: str, block: int) -> Any:
+    return PROGRAM.kernel(case.name, dtype=dtype, block=block, **{k.lower(): v for k, v in case.consts.items()})
+
+
+def launch_args(case: Case, kernel: Any, data: dict[str, Any], y: Any) -> tuple[Any, ...]:
+    m, n = data["x"].shape
+    eps = (float(np.float32(EPS)) if kernel.dtype_info.acc == "f32" else EPS,) if case.eps else ()
+    return (data["x"], *(data[e] for e in case.extra), y, m, n, *eps)
+
+
+def check(backend: str, dtypes: list[str], block: int | None) -> int:
+    failures = 0
+    for case in CASES:
+        for dtype in dtypes:
+            for m, n in CHECK_SHAPES:
+                lanes = 16 // np.dtype(NUMPY[dtype]).itemsize
+                threads = block or block_for(n, lanes)
+                kernel = kernel_for(case, dtype, threads)
+                code = rust_kernels.compile(kernel, target="host" if backend == "host" else "ptx")
+                data = make_inputs(case, m, n, NUMPY[dtype])
+                y = np.zeros_like(data["x"])
+                if backend == "cuda":
+                    from rust_kernels import arrays
+
+                    device = {k: arrays.to_device(v) for k, v in data.items()}
+                    y_d = arrays.to_device(y)
+                    code.get_kernel().launch(m, threads, launch_args(case, kernel, device, y_d))
+                    y = arrays.to_host(y_d)
+                else:
+                    code.get_kernel().launch(m, threads, launch_args(case, kernel, data, y))
+                wide = {k: v.astype(np.float64) for k, v in data.items()}
+                want = case.reference(wide["x"], *(wide[e] for e in case.extra))
+                s = STORAGE[dtype]
+                tol = (
+                    (1 + s) * case.bound(wide["x"], wide, want, UNIT[dtype], threads)
+                    + s * np.abs(want)
+                    + SUBNORMAL[dtype]
+                    + 1e-300
+                )
+                err = np.abs(y.astype(np.float64) - want)
+                worst = float((err / tol).max())
+                ok = worst <= 1.0
+                failures += not ok
+                print(f"{case.label:<30} {dtype:<4} M={m:<2} N={n:<5} block={threads:<4} max abs err {err.max():.2e}"
+                      f"  err/tol {worst:.3f}  {'PASS' if ok else 'FAIL'}")  # fmt: skip
+    print(f"{'all passed' if not failures else f'{failures} FAILED'} ({backend})")
+    return failures
+
+
+NUMPY = {"f32": np.float32, "f64": np.float64, "bf16": None, "f16": np.float16}
+
+
+def _numpy_dtypes() -> None:
+    """bf16 arrays come from ml_dtypes (a NumPy dtype), which rust_kernels accepts for bf16."""
+    from rust_kernels.dtypes import DTYPES
+
+    NUMPY["bf16"] = DTYPES["bf16"].numpy_dtype()
+
+
+BENCH_COLUMNS = [512, 1024, 2048, 4096, 8192, 16384]
+BENCH_ELEMENTS = [2**22, 2**24]  # 16 and 64 MB of f32 per tensor
+
+
+def torch_reference(torch: Any, case: Case) -> Callable[..., Any]:
+    f = torch.nn.functional
+    return {
+        "bias_gelu": lambda x, b: f.gelu(x + b, approximate="tanh" if case.consts.get("APPROXIMATE") else "none"),
+        "softmax": lambda x: torch.softmax(x, dim=-1),
+        "layer_norm_forward": lambda x, w, b: f.layer_norm(x, (x.shape[-1],), w, b, EPS),
+        "rms_norm_forward": lambda x, w: f.rms_norm(x, (x.shape[-1],), w, EPS),
+    }[case.name]
+
+
+def bench(out: Path, dtypes: list[str], reps: int) -> None:
+    import torch
+
+    from rust_kernels.bench.timing import GpuTimer
+
+    timer = GpuTimer(torch, reps)
+    rows = []
+    for case in CASES:
+        eager = torch_reference(torch, case)
+        compiled = torch.compile(eager, dynamic=False)
+        for dtype in dtypes:
+            tdtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64}[dtype]
+            for elements in BENCH_ELEMENTS:
+                for n in BENCH_COLUMNS:
+                    m = elements // n
+                    gen = torch.Generator(device="cuda").manual_seed(0)
+                    x = torch.randn(m, n, device="cuda", dtype=tdtype, generator=gen) * 3
+                    extra = [torch.rand(n, device="cuda", dtype=tdtype, generator=gen) + 0.5 for _ in case.extra]
+                    data = {"x": x, **dict(zip(case.extra, extra, strict=True))}
+                    y = torch.empty_like(x)
+                    threads = block_for(n, 16 // x.element_size())
+                    kernel = kernel_for(case, dtype, threads)
+                    fn = rust_kernels.compile(kernel, target="ptx").get_kernel()
+                    ours = fn.prepare(m, threads, launch_args(case, kernel, data, y))
+                    ours()
+                    torch.testing.assert_close(y, eager(x, *extra), rtol=2e-2 if x.element_size() == 2 else 1e-4,
+                                               atol=2e-2 if x.element_size() == 2 else 1e-5)  # fmt: skip
+                    times = {
+                        "ours_us": timer.median_us(ours),
+                        "torch_us": timer.median_us(lambda: eager(x, *extra)),  # noqa: B023
+                        "compile_us": timer.median_us(lambda: compiled(x, *extra)),  # noqa: B023
+                        "copy_us": timer.median_us(lambda: y.copy_(x)),  # noqa: B023
+                    }
+                    moved = 2 * x.numel() * x.element_size()
+                    row = {"kernel": case.label, "dtype": dtype, "shape": f"{m}x{n}", "bytes": moved,
+                           **{k: round(v, 2) for k, v in times.items()},
+                           "fraction_of_copy": round(times["copy_us"] / times["ours_us"], 3),
+                           "vs_torch": round(times["torch_us"] / times["ours_us"], 3),
+                           "vs_compile": round(times["compile_us"] / times["ours_us"], 3)}  # fmt: skip
+                    rows.append(row)
+                    print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    with out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for case in {r["kernel"] for r in rows}:
+        for dtype in dtypes:
+            sel = [r for r in rows if r["kernel"] == case and r["dtype"] == dtype]
+            fractions = sorted(r["fraction_of_copy"] for r in sel)
+            print(
+                f"{case:<30} {dtype}: median {fractions[len(fractions) // 2]:.3f} of copy, worst vs torch "
+                f"{min(r['vs_torch'] for r in sel):.3f}x, worst vs compile {min(r['vs_compile'] for r in sel):.3f}x"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", choices=("host", "cuda"), default="host")
+    parser.add_argument("--dtype", nargs="+", default=["f32", "f64", "bf16", "f16"])
+    parser.add_argument("--block", type=int, help="threads per CTA for every check (default: by row length)")
+    parser.add_argument("--bench", type=Path, help="on the GPU: time every kernel and write this CSV")
+    parser.add_argument("--reps", type=int, default=20)
+    options = parser.parse_args(argv)
+    _numpy_dtypes()
+    failures = check(options.backend, options.dtype, options.block)
+    if options.bench:
+        if options.backend != "cuda":
+            parser.error("--bench needs --backend cuda")
+        bench(options.bench, [d for d in options.dtype if d in ("f32", "bf16")], options.reps)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
