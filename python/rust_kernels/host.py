@@ -106,19 +106,23 @@ class HostKernel:
         error = ctypes.create_string_buffer(ERROR_CAPACITY)
         status: list[int] = []
         call = self.library.rk_host_launch
-        worker = threading.Thread(
-            target=lambda: status.append(call(raw, count, dims, shared, int(self.checked), error, len(error))),
-            name=f"rust_kernels host launch of {self.kernel.id}",
-            daemon=True,
-        )
-        worker.start()
+        # Completion is our own event, not Thread.is_alive: a join interrupted by Ctrl-C can leave the thread
+        # reported dead while its launch runs on (CPython 3.11), and the launch would then never be cancelled.
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                status.append(call(raw, count, dims, shared, int(self.checked), error, len(error)))
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"rust_kernels host launch of {self.kernel.id}", daemon=True).start()
         try:
-            while worker.is_alive():
-                worker.join(0.05)
+            while not done.wait(0.05):
+                pass
         except KeyboardInterrupt:
-            while worker.is_alive():  # a cancel that comes before the launch has started is lost: repeat it
+            while not done.wait(0.01):  # a cancel that comes before the launch has started is lost: repeat it
                 self.library.rk_host_cancel()
-                worker.join(0.01)
             raise
         if status[0] != 0:
             raise LaunchError(error.value.decode(errors="replace"))
