@@ -42,8 +42,8 @@ want = os.environ["CHECKOUT_SOURCE_KEY"]
 assert source_key(BatchNorm2dNchwBackward(256), "sm_90") == want, "prebuilt kernels would not be found"
 print("[packaging] installed package: kernels hash as in the checkout (prebuilt entries are found)")
 from rust_kernels.bench import suite
-assert len(suite.shapes()) >= 60, suite.SUITE
-print(f"[packaging] installed package: the shape suite ({len(suite.shapes())} shapes) ships")
+assert len(suite.shapes("batch_norm_2d")) >= 60, suite.SUITES
+print(f"[packaging] installed package: the shape suite ({len(suite.shapes('batch_norm_2d'))} shapes) ships")
 PY
   )
   (cd "$work/elsewhere" && RUST_KERNELS_CACHE_DIR="$work/cache" RUST_KERNELS_QUIET=1 \

@@ -267,7 +267,7 @@ def test_suite_csv_has_the_issue_columns(tmp_path):
 
 
 def test_the_shape_suite_covers_the_models_and_the_extremes():
-    shapes, sources = suite.shapes(), suite.sources()
+    shapes, sources = suite.shapes("batch_norm_2d"), suite.sources("batch_norm_2d")
     assert len(shapes) >= 60 and len(set(shapes)) == len(shapes) and all(len(s) == 4 for s in shapes)
     models = {src.split("@")[0] for srcs in sources.values() for src in srcs if "@" in src}
     assert models == {"resnet50", "resnext50_32x4d", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
@@ -279,20 +279,23 @@ def test_the_shape_suite_covers_the_models_and_the_extremes():
     assert any(h == w == 2 and c == 2560 for _, c, h, w in shapes)
 
 
-def test_bench_suite_times_the_4d_families_over_the_suite(monkeypatch, tmp_path):
+def test_bench_suite_times_each_family_over_its_suite(monkeypatch, tmp_path):
     picked = {}
 
     def run(torch, families, dtypes, reps, shapes, host_calls):
-        picked.update(families=[f.name for f in families], shapes=shapes)
+        picked.update({f.name: shapes for f in families})
         return ops.Run()
 
     monkeypatch.setattr(bench, "unavailable", lambda: None)
     monkeypatch.setitem(sys.modules, "torch", FakeGpu())
     monkeypatch.setattr(ops, "run", run)
     assert bench.main(["--suite", "--skip-launch", "--out", str(tmp_path)]) == 0
-    assert picked["shapes"] == suite.shapes()
-    assert picked["families"] and "rms_norm_forward" not in picked["families"]
+    with_suite = {b.name for b in baselines.baselines() if b.suite}
+    assert set(picked) == with_suite and "rms_norm_forward" not in with_suite
+    assert all(shapes == suite.shapes("batch_norm_2d") for shapes in picked.values())
     assert (tmp_path / "bench_suite.csv").read_text().splitlines() == [",".join(report.SUITE_FIELDS)]
+    with pytest.raises(FileNotFoundError, match="no shape suite 'nope'"):
+        suite.shapes("nope")
 
 
 def test_host_csv(tmp_path):

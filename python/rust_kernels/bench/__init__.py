@@ -86,9 +86,9 @@ def parser() -> argparse.ArgumentParser:
     mixed = "bf16-f32: bf16 activations with f32 parameters, as under autocast"
     p.add_argument("--dtype", nargs="+", choices=keys, default=DEFAULT_DTYPES, help=f"dtypes to time ({mixed})")
     p.add_argument("--shapes", nargs="+", type=parse_shape, help="shapes (BxCxHxW) instead of each family's own")
-    p.add_argument("--suite", action="store_true", help="every family of 4-d shapes over the shape suite (the "
-                   "BatchNorm2d inputs of eight torchvision models at batch 1, 32, 128, and extremes); also writes "
-                   "bench_suite.csv")  # fmt: skip
+    p.add_argument("--suite", action="store_true", help="every family that names a shape suite, over it (the "
+                   "BatchNorm2d ops: the inputs of eight torchvision models at batch 1, 32, 128, and extremes); also "
+                   "writes bench_suite.csv")  # fmt: skip
     p.add_argument(
         "--reps", type=_at_least(MIN_REPS), default=30, help=f"timed repetitions per call (at least {MIN_REPS})"
     )
@@ -141,11 +141,16 @@ def unavailable() -> str | None:
 
 def _ops(torch: object, options: argparse.Namespace) -> int:
     families = [baselines.baseline(name) for name in options.family]
-    shapes = options.shapes
     if options.suite:
-        shapes = suite.shapes()
-        families = [f for f in families if f.bench_shapes and len(f.bench_shapes[0]) == len(shapes[0])]
-    done = ops.run(torch, families, options.dtype, options.reps, shapes, options.host_calls)
+        done = ops.Run()
+        for name in dict.fromkeys(f.suite for f in families if f.suite):
+            part = [f for f in families if f.suite == name]
+            ran = ops.run(torch, part, options.dtype, options.reps, suite.shapes(name), options.host_calls)
+            done.results += ran.results
+            done.hosts += ran.hosts
+            done.failures.merge(ran.failures)
+    else:
+        done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
     out: Path = options.out
     if options.suite:
         report.write_suite_csv(done.results, out / "bench_suite.csv")

@@ -40,6 +40,10 @@ class Failures:
     def failed(self, column: str) -> bool:
         return any(c == column for _, c in self.seen)
 
+    def merge(self, other: Failures) -> None:
+        """Another run's failures (of other families) added to these."""
+        self.seen.update(other.seen)
+
     def lines(self) -> list[str]:
         return [
             f"{family} {column}: n/a in {count} case(s); first reason: {reason.splitlines()[0] if reason else ''}"

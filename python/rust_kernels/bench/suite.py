@@ -1,21 +1,29 @@
-"""The shape suite: shapes of a class of inputs broader than any family's bench shapes, committed with the script
-that made them (scripts/bn_shape_suite.py: every BatchNorm2d input of eight torchvision models at batch 1, 32 and
-128, and the extremes). `bench --suite` times every family whose shapes have the suite's rank over it."""
+"""Shape suites: classes of inputs broader than any family's bench shapes, each a JSON file in bench/suites/ committed
+with the script that made it (scripts/bn_shape_suite.py). A baseline names its suite (`Baseline.suite`);
+`bench --suite` times every baseline that has one over it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-SUITE = Path(__file__).resolve().parent / "suites" / "batch_norm_2d.json"
+SUITES = Path(__file__).resolve().parent / "suites"
 Shape = tuple[int, ...]
 
 
-def shapes(path: Path = SUITE) -> list[Shape]:
+def _entries(name: str) -> list[dict]:
+    path = SUITES / f"{name}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in SUITES.glob("*.json"))
+        raise FileNotFoundError(f"no shape suite {name!r} (known: {known})")
+    return json.loads(path.read_text())["shapes"]
+
+
+def shapes(name: str) -> list[Shape]:
     """The suite's shapes, in the file's order."""
-    return [tuple(entry["shape"]) for entry in json.loads(path.read_text())["shapes"]]
+    return [tuple(entry["shape"]) for entry in _entries(name)]
 
 
-def sources(path: Path = SUITE) -> dict[Shape, list[str]]:
+def sources(name: str) -> dict[Shape, list[str]]:
     """Where each shape comes from ("resnet50@32", "C = 1", ...)."""
-    return {tuple(entry["shape"]): entry["from"] for entry in json.loads(path.read_text())["shapes"]}
+    return {tuple(entry["shape"]): entry["from"] for entry in _entries(name)}

@@ -26,6 +26,7 @@ class Baseline:
 
     family: str
     bench_shapes: list[Shape] = []  # noqa: RUF012 (class-level default, replaced per family)
+    suite: str | None = None  # the shape suite `bench --suite` times it over (bench/suites/<suite>.json)
 
     @property
     def name(self) -> str:

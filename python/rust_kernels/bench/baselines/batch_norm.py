@@ -16,6 +16,7 @@ EPS = 1e-5
 
 class Backward(Baseline):
     family = "batch_norm_2d_nchw_backward"
+    suite = "batch_norm_2d"
     bench_shapes = [(32, 256, 56, 56), (32, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
                     (32, 1024, 14, 14), (128, 128, 56, 56), (32, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
 
@@ -61,6 +62,7 @@ class Backward(Baseline):
 
 class ForwardInference(Baseline):
     family = "batch_norm_2d_nchw_forward_inference"
+    suite = "batch_norm_2d"
     bench_shapes = [(32, 256, 56, 56), (64, 512, 28, 28), (32, 1024, 14, 14), (32, 2048, 7, 7),  # noqa: RUF012
                     (8, 32, 8, 8)]  # fmt: skip
 
@@ -101,6 +103,7 @@ class Training(Baseline):
     the same module function (Inductor's forward and backward kernels) and an 8-pass copy (the bound)."""
 
     family = "batch_norm_2d_forward"
+    suite = "batch_norm_2d"
     bench_shapes = [(32, 256, 56, 56), (128, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
                     (128, 1024, 14, 14), (128, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
 
