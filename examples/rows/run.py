@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 import rust_kernels
+from rust_kernels.dtypes import DTYPES
 
 EPS = 1e-5
 # The unit roundoff of the accumulation type, and of rounding the result to the storage type.
@@ -145,11 +146,12 @@ def check(backend: str, dtypes: list[str], block: int | None) -> int:
     for case in CASES:
         for dtype in dtypes:
             for m, n in CHECK_SHAPES:
-                lanes = 16 // np.dtype(NUMPY[dtype]).itemsize
+                storage = DTYPES[dtype].numpy_dtype()  # bf16: ml_dtypes' NumPy dtype
+                lanes = 16 // storage.itemsize
                 threads = block or block_for(n, lanes)
                 kernel = kernel_for(case, dtype, threads)
                 code = rust_kernels.compile(kernel, target="host" if backend == "host" else "ptx")
-                data = make_inputs(case, m, n, NUMPY[dtype])
+                data = make_inputs(case, m, n, storage)
                 y = np.zeros_like(data["x"])
                 if backend == "cuda":
                     from rust_kernels import arrays
@@ -177,16 +179,6 @@ def check(backend: str, dtypes: list[str], block: int | None) -> int:
                       f"  err/tol {worst:.3f}  {'PASS' if ok else 'FAIL'}")  # fmt: skip
     print(f"{'all passed' if not failures else f'{failures} FAILED'} ({backend})")
     return failures
-
-
-NUMPY = {"f32": np.float32, "f64": np.float64, "bf16": None, "f16": np.float16}
-
-
-def _numpy_dtypes() -> None:
-    """bf16 arrays come from ml_dtypes (a NumPy dtype), which rust_kernels accepts for bf16."""
-    from rust_kernels.dtypes import DTYPES
-
-    NUMPY["bf16"] = DTYPES["bf16"].numpy_dtype()
 
 
 BENCH_COLUMNS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -266,7 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench", type=Path, help="on the GPU: time every kernel and write this CSV")
     parser.add_argument("--reps", type=int, default=20)
     options = parser.parse_args(argv)
-    _numpy_dtypes()
     failures = check(options.backend, options.dtype, options.block)
     if options.bench:
         if options.backend != "cuda":

@@ -141,6 +141,7 @@ def unavailable() -> str | None:
 
 def _ops(torch: object, options: argparse.Namespace) -> int:
     families = [baselines.baseline(name) for name in options.family]
+    out: Path = options.out
     if options.suite:
         done = ops.Run()
         for name in dict.fromkeys(f.suite for f in families if f.suite):
@@ -149,12 +150,10 @@ def _ops(torch: object, options: argparse.Namespace) -> int:
             done.results += ran.results
             done.hosts += ran.hosts
             done.failures.merge(ran.failures)
-    else:
-        done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
-    out: Path = options.out
-    if options.suite:
         report.write_suite_csv(done.results, out / "bench_suite.csv")
         print(f"wrote {out / 'bench_suite.csv'}", flush=True)
+    else:
+        done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
     report.print_table(done.results)
     report.print_host(done.hosts, options.host_calls)
     report.print_summary(report.summarize(done.results, done.hosts))
