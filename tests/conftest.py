@@ -47,3 +47,10 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         os.symlink(shared / part, tmp_path / part)
     monkeypatch.setenv("RUST_KERNELS_CACHE_DIR", str(tmp_path))
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def _rules_not_tuning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plans are the families' rules in tests (the autotuner's choice depends on the GPU's timings); test_tuning
+    turns it on where it tests it."""
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "off")

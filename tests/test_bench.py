@@ -282,14 +282,15 @@ def test_the_shape_suite_covers_the_models_and_the_extremes():
 def test_bench_suite_times_each_family_over_its_suite(monkeypatch, tmp_path):
     picked = {}
 
-    def run(torch, families, dtypes, reps, shapes, host_calls):
+    def run(torch, families, dtypes, reps, shapes, host_calls, compile_every):
         picked.update({f.name: shapes for f in families})
+        assert compile_every == 5
         return ops.Run()
 
     monkeypatch.setattr(bench, "unavailable", lambda: None)
     monkeypatch.setitem(sys.modules, "torch", FakeGpu())
     monkeypatch.setattr(ops, "run", run)
-    assert bench.main(["--suite", "--skip-launch", "--out", str(tmp_path)]) == 0
+    assert bench.main(["--suite", "--compile-every", "5", "--skip-launch", "--out", str(tmp_path)]) == 0
     with_suite = {b.name for b in baselines.baselines() if b.suite}
     assert set(picked) == with_suite and "rms_norm_forward" not in with_suite
     assert all(shapes == suite.shapes("batch_norm_2d") for shapes in picked.values())
@@ -338,6 +339,14 @@ def test_png(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "bench.png"
     report.write_png([op(), op(SMALL, ours_atomic=None), op(dtype="bf16", torch=None), forward()], path)
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_suite_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "bench_suite.png"
+    results = [op((8, c, 7, 7), ours=100.0 + c) for c in range(1, 40)] + [forward(), op(dtype="bf16", compile=None)]
+    report.write_suite_png(results, path)
     assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
@@ -494,6 +503,16 @@ def test_the_op_benchmark_times_every_case_and_the_host_cost_on_the_smallest_sha
     assert printed.count("inductor: no C compiler") == 1
     assert done.failures.lines() == ["fake_family compile: n/a in 3 case(s); first reason: RuntimeError: inductor: "
                                      "no C compiler"]  # fmt: skip
+
+
+def test_compile_every_k_times_torch_compile_on_every_kth_shape_only(monkeypatch):
+    gpu = FakeGpu()
+    family = FakeFamily(gpu)
+    monkeypatch.setattr(ops, "device_tensors", lambda f, shape, dtype: f.inputs(shape, dtype))
+    shapes = [(n, 4) for n in range(1, 8)]
+    done = ops.run(gpu, [family], ["f32"], reps=20, shapes=shapes, host_calls=10, compile_every=3)
+    assert [("compile" in r.us) for r in done.results] == [True, False, False, True, False, False, True]
+    assert all(r.us["ours"] is not None for r in done.results)
 
 
 def test_a_case_whose_setup_fails_is_all_na(monkeypatch):

@@ -13,7 +13,7 @@ import pytest
 from rust_kernels import check, cli, driver, fuzz, registry
 from rust_kernels.errors import ArgumentError
 
-COMMANDS = ["run", "build", "check", "bench", "sanitize", "fuzz"]
+COMMANDS = ["run", "build", "check", "bench", "sanitize", "fuzz", "tune"]
 NO_GPU = (False, "no usable CUDA driver or device (a test's stand-in)")
 
 
@@ -151,3 +151,32 @@ def test_bench_refuses_a_malformed_count_by_name_with_exit_2(monkeypatch, capsys
         cli.main(["bench", "--reps", "x"])
     assert info.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith("argument --reps: expected an integer, got 'x'")
+
+
+# --- tune --------------------------------------------------------------------------------------------------------
+
+
+def test_tune_without_a_gpu_is_one_error_line_and_exit_2(no_gpu, capsys, tmp_path):
+    export = tmp_path / "table.json"
+    assert cli.main(["tune", "--export", str(export)]) == 2
+    captured = capsys.readouterr()
+    assert _one_error_line(captured.err) == f"error: tune cannot run: no GPU: {NO_GPU[1]}\n"
+    assert captured.out == "" and not export.exists()
+
+
+def test_tune_refuses_an_unknown_op_by_name(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["tune", "--op", "nonsense"])
+    assert info.value.code == 2
+    assert "argument --op: invalid choice: 'nonsense'" in capsys.readouterr().err
+
+
+def test_tune_summary_reports_the_gain_over_the_rule():
+    from rust_kernels import tuning
+    from rust_kernels.bench import tune
+
+    assert tune.summary([]).startswith("tune: nothing timed")
+    timed = [tuning.Timed("k1", "a", 10.0, "b", 5.0), tuning.Timed("k2", "a", 4.0, "a", 4.0),
+             tuning.Timed("k3", "a", 9.0, "c", 3.0)]  # fmt: skip
+    assert tune.summary(timed) == ("tune: 3 keys timed; the rule's plan lost on 2; rule / best time: median "
+                                   "2.000x, max 3.000x")  # fmt: skip

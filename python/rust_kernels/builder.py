@@ -122,7 +122,7 @@ def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
     package = f"rk_{key[:16]}"
     crate = kcache.cache_dir() / "build" / package
     crate.mkdir(parents=True, exist_ok=True)
-    files = codegen.crate_files(kernel, package, "host" if arch == HOST else "ptx")
+    files = codegen.crate_files(kernel, package, _crate_target(arch))
     for name, text in files.items():
         (crate / name).write_text(text)
     lock = resources.cargo_lock()
@@ -132,12 +132,12 @@ def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
     out = {"lib.rs": files["lib.rs"].encode()}
     if arch == HOST:
         with step(f"built {kernel.id} for the host emulator"):
-            _cargo(toolchain, crate, target_dir, None, None)
+            _cargo(toolchain, kernel, crate, target_dir, HOST, None)
         out[HOST_LIBRARY] = _output(toolchain, target_dir / "release" / f"lib{package}.so").read_bytes()
     else:
         sysroot = toolchain.sysroot(arch)
         with step(f"built {kernel.id} for {arch}"):
-            _cargo(toolchain, crate, target_dir, arch, sysroot)
+            _cargo(toolchain, kernel, crate, target_dir, arch, sysroot)
         ptx = _output(toolchain, target_dir / TARGET / "release" / f"{package}.ptx").read_text()
         _check_ptx(kernel, ptx, crate)
         ptx = _with_directives(kernel, ptx)
@@ -158,6 +158,11 @@ def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
     return kcache.write_entry(key, out, meta)
 
 
+def _crate_target(arch: str) -> str:
+    """The crate templates' target for a build for `arch`: "host" (the emulator) or "ptx"."""
+    return "host" if arch == HOST else "ptx"
+
+
 def _output(toolchain: Toolchain, path: Path) -> Path:
     """What cargo must have written; its absence (a cargo that is not cargo) is a BuildError, not a traceback."""
     if not path.is_file():
@@ -166,9 +171,11 @@ def _output(toolchain: Toolchain, path: Path) -> Path:
     return path
 
 
-def _cargo(toolchain: Toolchain, crate: Path, target_dir: Path, arch: str | None, sysroot: Path | None) -> None:
-    """cargo build --release of `crate`: for nvptx64 at `arch`, or for the host when arch is None."""
-    rustflags = [] if arch is None else [f"-Ctarget-cpu={arch}", f"-Clinker={resources.ptx_linker()}", *RUSTFLAGS]
+def _cargo(
+    toolchain: Toolchain, kernel: Kernel, crate: Path, target_dir: Path, arch: str, sysroot: Path | None
+) -> None:
+    """cargo build --release of `kernel`'s `crate`: for nvptx64 at `arch`, or for the host when arch is HOST."""
+    rustflags = [] if arch == HOST else [f"-Ctarget-cpu={arch}", f"-Clinker={resources.ptx_linker()}", *RUSTFLAGS]
     if sysroot is not None:
         rustflags += ["--sysroot", str(sysroot)]
     env = {
@@ -181,22 +188,31 @@ def _cargo(toolchain: Toolchain, crate: Path, target_dir: Path, arch: str | None
     }
     env.pop("RUSTFLAGS", None)
     cmd = [str(toolchain.cargo), "build", "--release", "--manifest-path", str(crate / "Cargo.toml")]
-    if arch is not None:
+    if arch != HOST:
         cmd += ["--target", TARGET]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode:
-        raise BuildError(_explain(done.stderr, crate))
+        raise BuildError(_explain(done.stderr, crate, kernel, _crate_target(arch)))
 
 
-def _explain(stderr: str, crate: Path) -> str:
-    """cargo's errors, each followed by the generated lines it points at."""
+def _explain(stderr: str, crate: Path, kernel: Kernel, target: str) -> str:
+    """cargo's errors, each followed by the generated lines it points at and the template line that produced them
+    (traced only now: a build that succeeds pays nothing for it)."""
     lib = crate / "lib.rs"
-    lines = lib.read_text().splitlines() if lib.is_file() else []
+    generated = lib.read_text() if lib.is_file() else ""
+    lines = generated.splitlines()
     out = [f"cargo failed building the generated crate at {crate} (kept for inspection):", stderr.strip()]
-    for match in dict.fromkeys(re.findall(r"--> (?:.*/)?lib\.rs:(\d+):\d+", stderr)):
-        line = int(match)
+    errors = [int(n) for n in dict.fromkeys(re.findall(r"--> (?:.*/)?lib\.rs:(\d+):\d+", stderr))]
+    origins = codegen.template_lines(kernel, crate.name, target, generated) if errors else None
+    for line in errors:
         snippet = "\n".join(f"{n:5} | {lines[n - 1]}" for n in range(max(1, line - 2), min(len(lines), line + 2) + 1))
+        where = origins[line - 1] if origins and line <= len(origins) else None
+        if where is not None:  # the template line, then the macro calls that expanded it
+            for label, at in (("from", where.at), *(("called from", call) for call in where.calls)):
+                snippet += f"\n{label} template {at.filename}, line {at.line}:\n{at.line:5} | {at.text}"
         out.append(f"generated {lib}, line {line}:\n{snippet}")
+    if errors and origins is None:
+        out.append("(the generated lines could not be traced back to their templates)")
     return "\n\n".join(out)
 
 

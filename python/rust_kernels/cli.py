@@ -11,6 +11,8 @@ bench     Time the ops against PyTorch, torch.compile and the memory bound, thei
 sanitize  Run every family's plans under compute-sanitizer's memcheck, racecheck, synccheck and initcheck, on the GPU.
 fuzz      Run random cases (shapes, dtypes, eps, alignments, layouts, plans) against the references, on the GPU or in
           the host emulator.
+tune      Time every candidate launch plan of the ops over a shape suite on the GPU into the tuning cache (the
+          autotuner, ahead of time); --export FILE writes them as a table to ship.
 
 A usage or environment problem is one line, `error: ...` on stderr, and exit status 2; 1 means checks failed.
 """
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     check = command("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda", help="the GPU (default) or the emulator")
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
-    for name in ("bench", "sanitize", "fuzz"):  # their own modules parse their options (and --help)
+    for name in ("bench", "sanitize", "fuzz", "tune"):  # their own modules parse their options (and --help)
         command(name, add_help=False)
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -147,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             from rust_kernels.fuzz import main as fuzz_main
 
             return fuzz_main(argv[1:])
+        if argv[:1] == ["tune"]:
+            from rust_kernels.bench.tune import main as tune_main
+
+            return tune_main(argv[1:])
         options = parser.parse_args(argv)
         if options.command == "run":
             return _run(options.arch)

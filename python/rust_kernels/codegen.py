@@ -8,18 +8,23 @@ directory; the package's shared ones (entry point, crates, reductions) are reach
 kernel body is rendered per instance: it sees `spec`, `dtype` (the dtype key, "bf16-f32"), `param` and every const
 by name. Template errors are SpecErrors naming the template file and line; generated Rust may not read files at
 build time (`include!`, `include_str!`, `include_bytes!`, `#[path]`): they would escape the kernel's directory and
-its cache key.
+its cache key. Where rustc rejects the generated Rust, template_lines names the template line behind each generated
+line (recomputed then, never on a successful build).
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
 import sys
+import threading
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from rust_kernels import resources
@@ -44,13 +49,100 @@ class ScopedLoader(jinja2.FileSystemLoader):
         return source, filename, uptodate
 
 
+@dataclass(frozen=True)
+class TemplateLine:
+    """A line of a template: its file, its number and its text."""
+
+    filename: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a generated line came from: a template line, and the macro calls that expanded it, innermost first."""
+
+    at: TemplateLine
+    calls: tuple[TemplateLine, ...] = ()
+
+
+class _Markers:
+    """The invisible markers of a marked render: one private-use character each (planes 15 and 16, in no template's
+    text) for a kind of mark at a template line: a literal line (DATA), the start of an expression's output (VALUE)
+    or of a macro call's (CALL); END ends an expression's output. Shared by every marking environment."""
+
+    DATA, VALUE, CALL = range(3)
+    FIRST, END = 0xF0000, "\U0010fffd"
+    PATTERN = re.compile("[\U000f0000-\U0010fffd]")
+    BLANK = re.compile("[\\s\U000f0000-\U0010fffd]*")  # whitespace and markers
+
+    def __init__(self) -> None:
+        self._marks: list[tuple[int, TemplateLine]] = []
+        self._index: dict[tuple[int, TemplateLine], int] = {}
+        self._lock = threading.Lock()
+
+    def marker(self, kind: int, where: TemplateLine) -> str:
+        with self._lock:
+            index = self._index.setdefault((kind, where), len(self._marks))
+            if index == len(self._marks):
+                self._marks.append((kind, where))
+        if self.FIRST + index >= ord(self.END):
+            raise _Unmapped(f"more than {ord(self.END) - self.FIRST} template marks")
+        return chr(self.FIRST + index)
+
+    def read(self, marker: str) -> tuple[int, TemplateLine]:
+        return self._marks[ord(marker) - self.FIRST]
+
+
+class _Unmapped(Exception):
+    """The generated lines cannot be traced back to their templates."""
+
+
+_MARKERS = _Markers()
+_MARKING = contextvars.ContextVar("marking", default=False)  # set while template_lines renders marked
+
+
+class _MarkingEnvironment(SandboxedEnvironment):
+    """Compiles every template it loads (a body, what it includes or imports) with markers in its output: before
+    each literal line that is not blank, and around each expression."""
+
+    def compile(self, source: str | nodes.Template, name: str | None = None, filename: str | None = None,
+                raw: bool = False, defer_init: bool = False) -> Any:  # fmt: skip
+        if isinstance(source, str):
+            source = self._marked(self.parse(source, name, filename), filename or name or "<template>", source)
+        return super().compile(source, name, filename, raw, defer_init)
+
+    def _marked(self, tree: nodes.Template, filename: str, source: str) -> nodes.Template:
+        lines = re.split(r"\r\n|\r|\n", source)  # the lexer's newlines, which its line numbers count
+
+        def mark(kind: int, line: int) -> str:
+            return _MARKERS.marker(kind, TemplateLine(filename, line, lines[line - 1] if line <= len(lines) else ""))
+
+        for output in list(tree.find_all(nodes.Output)):
+            marked: list[nodes.Expr] = []
+            for child in output.nodes:
+                if isinstance(child, nodes.TemplateData):  # its text starts at its lineno
+                    parts = child.data.split("\n")
+                    child.data = "\n".join(mark(_Markers.DATA, child.lineno + i) + part if part.strip() else part
+                                           for i, part in enumerate(parts))  # fmt: skip
+                    marked.append(child)
+                else:
+                    call = isinstance(child, nodes.Call) or child.find(nodes.Call) is not None
+                    start = mark(_Markers.CALL if call else _Markers.VALUE, child.lineno)
+                    marked += [nodes.TemplateData(start, lineno=child.lineno), child,
+                               nodes.TemplateData(_Markers.END, lineno=child.lineno)]  # fmt: skip
+            output.nodes = marked
+        return tree
+
+
 @cache
-def environment(directory: Path | None = None) -> jinja2.Environment:
-    """The shared templates under their reserved prefix, then (for a kernel body) its spec's directory."""
+def environment(directory: Path | None = None, marking: bool = False) -> jinja2.Environment:
+    """The shared templates under their reserved prefix, then (for a kernel body) its spec's directory; `marking`:
+    the same templates compiled with markers (template_lines)."""
     shared = jinja2.PrefixLoader({SHARED_PREFIX.rstrip("/"): ScopedLoader(resources.templates())})
     loader = shared if directory is None else jinja2.ChoiceLoader([shared, ScopedLoader(directory)])
-    return SandboxedEnvironment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=False,
-                                autoescape=False)  # fmt: skip
+    kind = _MarkingEnvironment if marking else SandboxedEnvironment
+    return kind(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False)
 
 
 def _template_error(err: jinja2.TemplateError, where: str) -> SpecError:
@@ -68,11 +160,20 @@ def _template_error(err: jinja2.TemplateError, where: str) -> SpecError:
 
 
 def _render(template: str, directory: Path | None = None, **context: object) -> str:
+    marking = _MARKING.get()
     try:
-        text = environment(directory).get_template(template).render(version=__version__, **context)
+        text = environment(directory, marking).get_template(template).render(version=__version__, **context)
     except jinja2.TemplateError as err:
         raise _template_error(err, template) from None
-    return text.strip() + "\n"
+    return (_strip_marked(text) if marking else text.strip()) + "\n"
+
+
+def _strip_marked(text: str) -> str:
+    """str.strip of the text without its markers, keeping the markers: an expression's start or end may lie in the
+    whitespace stripped."""
+    head = _Markers.BLANK.match(text).end()
+    tail = max(head, len(text) - _Markers.BLANK.match(text[::-1]).end())
+    return "".join(_Markers.PATTERN.findall(text[:head] + text[tail:])) + text[head:tail]
 
 
 def _params(spec: KernelSpec, dtype: str | None, param: str | None = None) -> str:
@@ -126,3 +227,49 @@ def crate_files(kernel: Kernel, package: str, target: str) -> dict[str, str]:
     }
     files["lib.rs"] = _render(SHARED_PREFIX + CRATE_TEMPLATES["lib.rs"], source=kernel.source, **context)
     return files
+
+
+def template_lines(kernel: Kernel, package: str, target: str, generated: str) -> list[Origin | None] | None:
+    """The origin of each line of `generated` (the kernel's lib.rs from crate_files; None for a line with none, a
+    blank one): the crate rendered again with markers, which must then read as `generated` line for line, else None
+    (a template that inspects its own output, say) rather than a wrong map. Trailing whitespace may differ: Jinja's
+    indent filter indents a blank line that holds a marker, and whitespace moves no line."""
+    fresh = type(kernel)(*kernel.const_values, dtype=kernel.dtype, param_dtype=kernel.param_dtype)  # uncached source
+    marking = _MARKING.set(True)
+    try:
+        marked = crate_files(fresh, package, target)["lib.rs"]
+    except (SpecError, _Unmapped):  # a template edited since the build, too many lines to mark
+        return None
+    finally:
+        _MARKING.reset(marking)
+    same = _rstripped(_Markers.PATTERN.sub("", marked)) == _rstripped(generated)
+    return _read_markers(marked) if same else None
+
+
+def _rstripped(text: str) -> list[str]:
+    return [line.rstrip() for line in text.split("\n")]
+
+
+def _read_markers(marked: str) -> list[Origin | None]:
+    """Each line's origin: the last mark before its first non-blank character (the innermost template's), else the
+    innermost expression whose output it continues; with the macro calls open there."""
+    expressions: list[tuple[int, TemplateLine]] = []  # those whose output is being read, outermost first
+    origins: list[Origin | None] = []
+    for line in marked.split("\n"):
+        origin = _origin(expressions[-1][1], expressions[:-1]) if expressions else None
+        content, end = False, 0
+        for found in _Markers.PATTERN.finditer(line):
+            content, end = content or bool(line[end : found.start()].strip()), found.end()
+            if found.group() == _Markers.END:
+                del expressions[-1:]
+                continue
+            kind, where = _MARKERS.read(found.group())
+            origin = origin if content else _origin(where, expressions)
+            if kind != _Markers.DATA:
+                expressions.append((kind, where))
+        origins.append(origin)
+    return origins
+
+
+def _origin(where: TemplateLine, expressions: list[tuple[int, TemplateLine]]) -> Origin:
+    return Origin(where, tuple(line for kind, line in reversed(expressions) if kind == _Markers.CALL))

@@ -9,7 +9,10 @@
 | `RUST_KERNELS_LLVM_BIN` | directory of `llvm-link`, `opt`, `llc` of rustc's LLVM version (`/usr/lib/llvm-N/bin`) |
 | `RUST_KERNELS_PTXAS` | the ptxas that validates PTX and makes cubins; no fallback when set (PATH, CUDA, nvcc wheel) |
 | `RUST_KERNELS_QUIET` | `1` silences the progress lines on stderr (`0`) |
+| `RUST_KERNELS_TUNING` | the autotuner (tuning.py): `off`, `on` or `force` (`on`) |
 
+TUNING `off` runs the families' rules; `on` measured plans (the tuning cache's and shipped tables' timings, missing
+candidates timed on first use); `force` times every candidate afresh once per process.
 RUSTC, CARGO and PTXAS take a path to an executable or a command name looked up on PATH.
 An empty variable counts as unset. A bad value raises ConfigError naming the variable and what to fix, at the first
 use of the settings, before any work. (ptx_linker.py runs as rustc's linker in a separate process and reads
@@ -41,7 +44,9 @@ VARIABLES = (
     "RUST_KERNELS_LLVM_BIN",
     "RUST_KERNELS_PTXAS",
     "RUST_KERNELS_QUIET",
+    "RUST_KERNELS_TUNING",
 )
+TUNING_MODES = ("off", "on", "force")
 DEFAULT_ARCH = "sm_90"
 ARCH_FORMAT = "sm_NN or sm_NNa (e.g. sm_90, sm_90a, sm_100)"
 _ARCH = re.compile(r"sm_[0-9]{2,3}a?")  # ASCII digits only; used with fullmatch (no trailing newline)
@@ -57,6 +62,7 @@ class Settings:
     llvm_bin: Path | None
     ptxas: Path | None
     quiet: bool
+    tuning: str  # one of TUNING_MODES
 
 
 def settings() -> Settings:
@@ -94,6 +100,9 @@ def _load(values: tuple[str, ...], home: str) -> Settings:
     quiet = env["RUST_KERNELS_QUIET"]
     if quiet not in ("", "0", "1"):
         raise ConfigError(f"RUST_KERNELS_QUIET={quiet!r}: expected 1 (quiet) or 0; fix or unset it")
+    tuning = env["RUST_KERNELS_TUNING"] or "on"
+    if tuning not in TUNING_MODES:
+        raise ConfigError(f"RUST_KERNELS_TUNING={tuning!r}: expected one of {', '.join(TUNING_MODES)}; fix or unset it")
     return Settings(
         cache_dir=_cache_dir(env["RUST_KERNELS_CACHE_DIR"]),
         arch=arch,
@@ -102,6 +111,7 @@ def _load(values: tuple[str, ...], home: str) -> Settings:
         llvm_bin=_llvm_bin(env["RUST_KERNELS_LLVM_BIN"]),
         ptxas=_executable("RUST_KERNELS_PTXAS", env["RUST_KERNELS_PTXAS"], "ptxas"),
         quiet=quiet == "1",
+        tuning=tuning,
     )
 
 

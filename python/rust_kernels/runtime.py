@@ -19,7 +19,7 @@ declared ops: each takes its op's fast path.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -149,8 +149,9 @@ class Op:
     care about; `orders(scalars)`: the memory orders besides C's its kernels read with these scalars (by name;
     channels_last: (0, 2, 3, 1)), which callers keep rather than copy to contiguous; `kernels`: the kernel classes its
     plans use (a forced plan must use one); `fits(plan, problem)`: why a forced plan cannot run this problem (its
-    kernels read another memory order or mode), or None. `torch`: register it as torch.ops.rust_kernels.<name>,
-    whose backward is `gradient`."""
+    kernels read another memory order or mode), or None; `candidates(problem, placement)`: the plans the autotuner
+    times for a CUDA call (tuning.py; none: `choose`'s plan is taken). `torch`: register it as
+    torch.ops.rust_kernels.<name>, whose backward is `gradient`."""
 
     name: str
     doc: str
@@ -163,6 +164,7 @@ class Op:
     aligned: tuple[str, ...] = ()
     orders: Callable[[dict[str, Any]], tuple[tuple[int, ...], ...]] | None = None
     fits: Callable[[Plan, Problem], str | None] | None = None
+    candidates: Callable[[Problem, Placement], Sequence[Plan]] | None = None
     torch: bool = False
     gradient: Gradient | None = None
     function: Callable[..., Any] = field(init=False, repr=False)
@@ -212,13 +214,41 @@ class Op:
                 out.append(arrays.empty_like(like, dtype) if shape is None else arrays.empty(like, shape, dtype))
         return tuple(out)
 
-    def plan_for(self, named: dict[str, Any], problem: Problem, backend: str, outputs: tuple[Any, ...] = ()) -> Plan:
+    def plan_for(self, named: dict[str, Any], problem: Problem, backend: str, outputs: tuple[Any, ...] = (),
+                 stream: int | None = None) -> Plan:  # fmt: skip
         """The op's own plan for these arrays (outputs not yet allocated are taken as 16-byte aligned, as every
-        library's allocator gives them)."""
+        library's allocator gives them): the autotuner's where the op lists candidates and a CUDA `stream` is given,
+        else `choose`'s."""
         by_name = named | dict(zip((o.name for o in self.outputs), outputs, strict=False))
         streamed = [by_name[n] for n in self.aligned if by_name.get(n) is not None]
         alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
-        return self.choose(problem, Placement(alignment, _sms(backend, device_of(named, backend))))
+        device = device_of(named, backend)
+        placement = Placement(alignment, _sms(backend, device))
+        if backend == "cuda" and stream is not None and self.candidates is not None:
+            from rust_kernels import driver, tuning
+
+            with driver.current(device):
+                tuned = tuning.choose(self.candidates(problem, placement), problem, placement, device, stream,
+                                      lambda: self._rehearsal(named, problem, device, stream))  # fmt: skip
+            if tuned is not None:
+                return tuned
+        return self.choose(problem, placement)
+
+    def _rehearsal(self, named: dict[str, Any], problem: Problem, device: int, stream: int) -> Callable[[Plan], None]:
+        """Launches a plan as this call would, on scratch outputs and scratch copies of the mutated inputs (timing
+        leaves the caller's arrays as they were)."""
+        mutated = {i.name for i in self.inputs if i.mutated}
+        scratch = {n: arrays.empty_like(a) if n in mutated and a is not None else a for n, a in named.items()}
+        outputs = self.allocate(scratch, problem)
+
+        def run(plan: Plan) -> None:
+            spaces: dict[str, Any] = {}
+            for launch in plan.launches:
+                values, _, _ = self._bind(launch, plan.kernel, scratch, outputs, problem, device, stream, spaces)
+                _loaded(launch.kernel, device, "cuda").launch(launch.grid, launch.kernel.block_dim, values,
+                                                              stream=stream)  # fmt: skip
+
+        return run
 
     def call(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...], backend: str, stream: Any, plan: Any) -> Any:
         """A call through every check (the generated function calls this where the fast path has no decision)."""

@@ -89,6 +89,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", action="store_true", help="every family that names a shape suite, over it (the "
                    "BatchNorm2d ops: the inputs of eight torchvision models at batch 1, 32, 128, and extremes); also "
                    "writes bench_suite.csv")  # fmt: skip
+    p.add_argument("--compile-every", type=_at_least(1), default=1, metavar="K",
+                   help="time torch.compile on every K-th shape only (it compiles each shape afresh, seconds each; "
+                   "the other shapes' column is n/a)")  # fmt: skip
     p.add_argument(
         "--reps", type=_at_least(MIN_REPS), default=30, help=f"timed repetitions per call (at least {MIN_REPS})"
     )
@@ -146,12 +149,14 @@ def _ops(torch: object, options: argparse.Namespace) -> int:
         done = ops.Run()
         for name in dict.fromkeys(f.suite for f in families if f.suite):
             part = [f for f in families if f.suite == name]
-            ran = ops.run(torch, part, options.dtype, options.reps, suite.shapes(name), options.host_calls)
+            shapes = suite.shapes(name)
+            ran = ops.run(torch, part, options.dtype, options.reps, shapes, options.host_calls, options.compile_every)
             done.results += ran.results
             done.hosts += ran.hosts
             done.failures.merge(ran.failures)
         report.write_suite_csv(done.results, out / "bench_suite.csv")
         print(f"wrote {out / 'bench_suite.csv'}", flush=True)
+        _png(report.write_suite_png, done.results, out / "bench_suite.png")
     else:
         done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
     report.print_table(done.results)
@@ -162,15 +167,22 @@ def _ops(torch: object, options: argparse.Namespace) -> int:
     report.write_csv(done.results, out / "bench.csv")
     report.write_host_csv(done.hosts, out / "host.csv")
     print(f"wrote {out / 'bench.csv'} and {out / 'host.csv'}", flush=True)
-    try:
-        report.write_png(done.results, out / "bench.png")
-        print(f"wrote {out / 'bench.png'}", flush=True)
-    except ImportError as err:
-        print(f"bench.png not written: matplotlib is missing ({err})", flush=True)
+    if not options.suite:  # a bar per shape: too many for a suite (its plot is bench_suite.png)
+        _png(report.write_png, done.results, out / "bench.png")
     if done.failures.failed("ours") or done.failures.failed("setup"):
         print("bench: our op could not be measured in some cases (see above)", flush=True)
         return 1
     return 0
+
+
+def _png(write: Callable[[list[report.OpResult], Path], None], results: list[report.OpResult], path: Path) -> None:
+    if not results:
+        return
+    try:
+        write(results, path)
+        print(f"wrote {path}", flush=True)
+    except ImportError as err:
+        print(f"{path.name} not written: matplotlib is missing ({err})", flush=True)
 
 
 def _launch(torch: object, out: Path) -> None:

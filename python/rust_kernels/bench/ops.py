@@ -139,8 +139,10 @@ def run(
     reps: int,
     shapes: Sequence[Shape] | None = None,
     host_calls: int = HOST_CALLS,
+    compile_every: int = 1,
 ) -> Run:
-    """Every family x dtype x shape (`shapes` overrides each family's bench_shapes)."""
+    """Every family x dtype x shape (`shapes` overrides each family's bench_shapes). torch.compile is timed on every
+    `compile_every`-th shape only (each shape compiles afresh, seconds each); elsewhere its column is n/a."""
     timer = GpuTimer(torch, reps)
     gpu_time = timer.median_us
     out = Run()
@@ -155,13 +157,20 @@ def run(
             print(f"{family.name}: not benchmarked in {skipped} (its dtypes: {list(family.dtypes)})", flush=True)
         family_shapes = list(shapes or family.bench_shapes)
         tiny = host_shape(family_shapes)
-        cases += [(family, s, d, tiny) for d in dtypes if d in family.dtypes for s in family_shapes]
+        cases += [
+            (family, s, d, tiny, i % compile_every == 0)
+            for d in dtypes
+            if d in family.dtypes
+            for i, s in enumerate(family_shapes)
+        ]
     print(f"op benchmark: {len(cases)} cases, median of {reps} (L2 flushed), host cost: {host_calls} calls", flush=True)
-    for number, (family, shape, dtype, tiny) in enumerate(cases, 1):
+    for number, (family, shape, dtype, tiny, compiled) in enumerate(cases, 1):
         where = f"{shape_label(shape)} {dtype}"
         reset_compiled(torch)
         try:
             calls = family.bench_calls(device_tensors(family, shape, dtype))
+            if not compiled:
+                calls.pop("compile", None)
         except Exception as err:
             out.failures.record(family.name, "setup", where, err)
             calls = {}

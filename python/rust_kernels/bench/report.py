@@ -320,6 +320,46 @@ def write_png(results: Sequence[OpResult], path: Path) -> None:
     figure.savefig(path, dpi=120)
 
 
+def write_suite_png(results: Sequence[OpResult], path: Path) -> None:
+    """A shape suite at a glance: per (family, dtype), the fraction of the bound of each compared column over the
+    suite's shapes, each column sorted (a distribution: the median at the middle), with the targets' lines; and
+    ours' speedup over PyTorch eager and torch.compile, sorted. Needs matplotlib (ImportError without it)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    groups = _groups(results)
+    figure = Figure(figsize=(13, 3.4 * len(groups)))
+    FigureCanvasAgg(figure)
+    for panel, ((family, dtype), rows) in enumerate(groups.items()):
+        left = figure.add_subplot(len(groups), 2, 2 * panel + 1)
+        for column in _present(rows, COMPARED):
+            values = sorted(v for r in rows if (v := r.fraction_of_bound(column)) is not None)
+            left.plot(_quantiles(len(values)), values, label=LABELS[column], color=f"C{COMPARED.index(column)}")
+        for level, style in ((0.92, "--"), (0.80, ":")):
+            left.axhline(level, color="red", linestyle=style, linewidth=1, label=f"{level:.2f} of bound")
+        left.set_xlabel("share of the suite's shapes")
+        left.set_ylabel("t_bound / t")
+        left.set_title(f"{family}, {dtype}: fraction of the memory bound, {len(rows)} shapes", fontsize=10)
+        left.legend(fontsize=8)
+        right = figure.add_subplot(len(groups), 2, 2 * panel + 2)
+        for baseline in BASELINES:
+            values = sorted(v for r in rows if (v := r.speedup(baseline)) is not None)
+            right.plot(_quantiles(len(values)), values, label=f"vs {LABELS[baseline]}")
+        right.axhline(1.0, color="black", linewidth=1)
+        right.set_yscale("log")
+        right.set_xlabel("share of the suite's shapes")
+        right.set_ylabel("their time / ours")
+        right.set_title(f"{family}, {dtype}: speedup of ours, sorted", fontsize=10)
+        right.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def _quantiles(n: int) -> list[float]:
+    """Where n sorted values sit on [0, 1] (the middle of each's share)."""
+    return [(i + 0.5) / n for i in range(n)]
+
+
 # --- launch benchmark ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Measure:

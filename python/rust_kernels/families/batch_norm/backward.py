@@ -28,6 +28,7 @@ WARP_MAX_UNITS = 2048
 # A CTA that gets less than this many units (elements or packs) spends more on its fixed costs (statistics,
 # reductions) than on streaming: 2 unrolled steps of a 128-thread CTA.
 MIN_UNITS_PER_CTA = 1024
+SPLIT_BLOCKS = (128, 256, 512)  # the split and warp kernels' CTA sizes (their specs' range)
 KERNELS = (BatchNorm2dNchwBackward, BatchNorm2dNchwBackwardSplit, BatchNorm2dNchwBackwardWarp)
 
 
@@ -80,6 +81,34 @@ def choose(problem: Problem, placement: Placement) -> Plan:
                 scalars["deterministic"], scalars.get("block_hw"))  # fmt: skip
 
 
+@cache
+def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, deterministic: bool
+                ) -> tuple[Plan, ...]:  # fmt: skip
+    batches, channels, height, width = shape
+    vectorized = common.vector_mode(height * width, dtype, alignment)
+    units = batches * height * width // common.unit_elements(vectorized, dtype)
+    out = [plan(shape, dtype, param, alignment, sms, deterministic)]
+    for block in SPLIT_BLOCKS:
+        out.append(split(channels, block, vectorized, int(deterministic), dtype, param, 1))
+        slices = 2
+        while slices <= MAX_SPLIT and channels * slices <= 4 * sms and units // slices >= block:
+            out.append(split(channels, block, vectorized, int(deterministic), dtype, param, slices))
+            slices *= 2
+        if vectorized == 0 and units <= 4 * WARP_MAX_UNITS:
+            out.append(warp(channels, block, 0, dtype, param))
+    return tuple(dict.fromkeys(out))
+
+
+def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    """What the autotuner times: the rule's plan; the split kernel at each CTA size, unsplit and split in powers of
+    two while the grid stays within 4 CTAs per SM and every thread has a unit; the warp kernel where no packs fit.
+    None where the caller fixed the CTA size (block_hw)."""
+    if problem.scalars.get("block_hw") is not None:
+        return ()
+    return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
+                       problem.scalars["deterministic"])  # fmt: skip
+
+
 # --- the ops ----------------------------------------------------------------------------------------------------------
 ARRAYS = (Input("dy"), Input("x"), Input("weight"), *common.STATISTICS)
 OUTPUTS = (Output("dx", like="x"), Output("dweight", like="weight", sum=True),
@@ -91,6 +120,12 @@ def _choose_native(problem: Problem, placement: Placement) -> Plan:
     if problem.scalars["training"]:
         return training.choose("backward", problem, placement)
     return choose(problem, placement)
+
+
+def _candidates_native(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    if problem.scalars["training"]:
+        return training.candidates("backward", problem, placement)
+    return candidates(problem, placement)
 
 
 NCHW = Op(
@@ -110,6 +145,7 @@ NCHW = Op(
     choose=choose,
     kernels=KERNELS,
     aligned=("dy", "x", "dx"),
+    candidates=candidates,
 )
 
 NATIVE = Op(
@@ -124,6 +160,7 @@ NATIVE = Op(
     outputs=OUTPUTS,
     describe=common.describe("batch_norm_2d_backward", "x", ("x", "dy"), PER_CHANNEL, ("save_mean", "save_invstd")),
     choose=_choose_native,
+    candidates=_candidates_native,
     kernels=KERNELS + training.BACKWARD_KERNELS,
     aligned=("dy", "x", "dx"),
     orders=common.training_orders,

@@ -17,6 +17,7 @@ from rust_kernels.runtime import Gradient, Input, Op, Output, Placement, Plan, P
 
 MAX_GRID_Y = 65535  # the seed kernel's batch is grid y
 FLAT_BLOCK = 256
+FLAT_BLOCKS = (128, 256, 512)  # the streaming kernel's CTA sizes (its spec's range)
 WAVES = 4  # the flat kernel's grid: at most this many waves of full SMs, each thread then strides on
 KERNELS = (BatchNorm2dNchwForwardInference, BatchNorm2dNchwForwardInferenceFlat)
 
@@ -32,10 +33,11 @@ def seed(shape: common.Shape4, dtype: str, param: str, block_hw: int | None = No
     return Plan(BatchNorm2dNchwForwardInference(block, dtype=dtype, param_dtype=param), (channels, batches, 1))
 
 
-def flat(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, block: int = FLAT_BLOCK) -> Plan:
-    """The streaming kernel with enough CTAs for every unit, at most WAVES waves of 2048-thread SMs."""
+def flat(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, block: int = FLAT_BLOCK,
+         waves: int = WAVES) -> Plan:  # fmt: skip
+    """The streaming kernel with enough CTAs for every unit, at most `waves` waves of 2048-thread SMs."""
     units = math.prod(shape) // common.unit_elements(vectorized, dtype)
-    ctas = max(1, min(-(-units // block), sms * (2048 // block) * WAVES))
+    ctas = max(1, min(-(-units // block), sms * (2048 // block) * waves))
     kernel = BatchNorm2dNchwForwardInferenceFlat(block, vectorized, dtype=dtype, param_dtype=param)
     return Plan(kernel, (ctas, 1, 1), (("CTAS", ctas),))
 
@@ -54,6 +56,24 @@ def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
 def choose(problem: Problem, placement: Placement) -> Plan:
     return plan(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
                 problem.scalars.get("block_hw"))  # fmt: skip
+
+
+@cache
+def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int) -> tuple[Plan, ...]:
+    vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
+    out = [plan(shape, dtype, param, alignment, sms)]
+    out += [flat(shape, dtype, param, vectorized, sms, block, waves) for block in FLAT_BLOCKS for waves in (1, 2, 4, 8)]
+    if shape[0] <= MAX_GRID_Y:
+        out.append(seed(shape, dtype, param))
+    return tuple(dict.fromkeys(out))
+
+
+def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    """What the autotuner times: the rule's plan, the streaming kernel at each CTA size with 1 to 8 waves of CTAs,
+    and the original kernel (a CTA per row). None where the caller fixed the CTA size (block_hw)."""
+    if problem.scalars.get("block_hw") is not None:
+        return ()
+    return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms)  # type: ignore[arg-type]
 
 
 # --- the ops ----------------------------------------------------------------------------------------------------------
@@ -75,6 +95,12 @@ def _choose_native(problem: Problem, placement: Placement) -> Plan:
     return choose(problem, placement)
 
 
+def _candidates_native(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    if problem.scalars["training"]:
+        return training.candidates("forward", problem, placement)
+    return candidates(problem, placement)
+
+
 NCHW = Op(
     name="batch_norm_2d_nchw_forward_inference",
     doc="""y = (x - running_mean) * rstd * weight + bias over NCHW `x`, per channel, with frozen statistics. The
@@ -90,6 +116,7 @@ NCHW = Op(
     choose=choose,
     kernels=KERNELS,
     aligned=("x", "y"),
+    candidates=candidates,
 )
 
 NATIVE = Op(
@@ -111,6 +138,7 @@ NATIVE = Op(
     ),
     describe=common.describe("batch_norm_2d_forward", "x", ("x",), ("weight", "bias", "running_mean", "running_var")),
     choose=_choose_native,
+    candidates=_candidates_native,
     kernels=KERNELS + training.FORWARD_KERNELS,
     aligned=("x", "y"),
     orders=common.training_orders,

@@ -147,6 +147,41 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
     return (forward if which == "forward" else backward)(shape, dtype, param, vectorized, channels_last, sms)
 
 
+@cache
+def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
+                channels_last: bool) -> tuple[Plan, ...]:  # fmt: skip
+    own = plan(which, shape, dtype, param, alignment, sms, channels_last)
+    layouts = [channels_last]
+    if shape[2] * shape[3] == 1 and shape[1] > 1:  # NCHW is NHWC then: the channels_last kernels read rows of C
+        layouts.append(not channels_last)
+    out = [own] + [p for layout in layouts for p in _around(which, shape, dtype, param, alignment, sms, layout)]
+    return tuple(dict.fromkeys(out))
+
+
+def _around(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
+            channels_last: bool) -> list[Plan]:  # fmt: skip
+    vectorized = vector_mode(shape, dtype, alignment, channels_last)
+    _, own_split, _ = geometry(shape, dtype, vectorized, channels_last, sms)
+    around = (own_split // 4, own_split // 2, own_split, own_split * 2, own_split * 4)
+    splits = [s for s in around if 1 <= s <= MAX_SPLIT]
+    own_ctas = elementwise_grid(shape, dtype, vectorized, channels_last, sms)
+    step = 1
+    if channels_last:
+        groups = shape[1] // lanes(vectorized, dtype)
+        step = max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
+    grids = dict.fromkeys(max(step, (own_ctas * scale // 2) // step * step) for scale in (1, 2, 4))
+    build = forward if which == "forward" else backward
+    return [build(shape, dtype, param, vectorized, channels_last, sms, s, c) for s in splits for c in grids]
+
+
+def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    """What the autotuner times for the forward's or the backward's two launches: the reduction split from a
+    quarter to four times the rule's (in powers of two), by the elementwise grid at half, once and twice the rule's
+    (kept a multiple of what channels_last needs); where H*W = 1, in both memory formats' kernels."""
+    return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
+                       placement.sms, problem.order is not None)  # fmt: skip
+
+
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:
     return plan(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
                 problem.order is not None)  # fmt: skip
@@ -156,14 +191,22 @@ def fits(plan: Plan, problem: Problem) -> str | None:
     """Why a forced plan cannot run this problem of a torch-native op: training mode runs the training kernels in
     the arrays' memory format, eval mode the eval (NCHW) ones."""
     training = bool(problem.scalars.get("training"))
-    _, channels, height, width = problem.shape
-    either = problem.empty or channels == 1 or height * width == 1  # NCHW and NHWC: then the same memory
     for launch in plan.launches:
         kernel = launch.kernel
         if isinstance(kernel, FORWARD_KERNELS + BACKWARD_KERNELS) != training:
             mode = "training" if training else "eval"
             return f"its kernel {kernel.name} is not one of {mode} mode's"
-        if training and not either and bool(kernel.channels_last) != (problem.order is not None):
+    return layout_fits(plan, problem) if training else None
+
+
+def layout_fits(plan: Plan, problem: Problem) -> str | None:
+    """Why a forced plan of training kernels cannot run this problem: a kernel reads the other memory format than
+    the arrays' (where the two differ)."""
+    _, channels, height, width = problem.shape
+    if problem.empty or channels == 1 or height * width == 1:  # NCHW and NHWC: then the same memory
+        return None
+    for launch in plan.launches:
+        if bool(launch.kernel.channels_last) != (problem.order is not None):
             layout = "channels_last" if problem.order is not None else "NCHW"
-            return f"its kernel {kernel.id} reads the other memory format than the arrays' ({layout})"
+            return f"its kernel {launch.kernel.id} reads the other memory format than the arrays' ({layout})"
     return None

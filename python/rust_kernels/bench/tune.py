@@ -1,0 +1,92 @@
+"""`python -m rust_kernels tune`: the autotuner (rust_kernels.tuning) run ahead of time over a shape suite, on the GPU.
+
+Each benchmarked family's op is called once per shape and dtype on the family's seeded inputs (its `ours` call,
+and `ours_atomic` where it has one), so every candidate plan of every key is timed into the tuning cache;
+`--export FILE` then writes this GPU's entries as a table the package can ship (python/rust_kernels/tables/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from rust_kernels import tuning
+from rust_kernels.bench import baselines, parse_shape, suite, unavailable
+from rust_kernels.bench.ops import device_tensors, reset_compiled
+from rust_kernels.bench.report import Shape
+from rust_kernels.errors import RustKernelsError
+from rust_kernels.progress import Progress
+
+CALLS = ("ours", "ours_atomic")  # the columns that run our ops
+
+
+def parser() -> argparse.ArgumentParser:
+    tuned = [b.name for b in baselines.baselines() if b.suite]
+    p = argparse.ArgumentParser(prog="python -m rust_kernels tune", description=__doc__.split("\n")[0])
+    p.add_argument("--op", nargs="+", choices=tuned, default=tuned, metavar="NAME", help=f"families: {tuned}")
+    p.add_argument("--shapes", default="suite", metavar="suite|FILE", help="the families' shape suite (default), "
+                   "or a file of shapes, one BxCxHxW per line")  # fmt: skip
+    p.add_argument("--dtype", nargs="+", default=["f32", "bf16-f32"], help="dtype keys (default: f32 bf16-f32)")
+    p.add_argument("--force", action="store_true", help="time every candidate again (default: only those the cache "
+                   "and the shipped table have no time for)")  # fmt: skip
+    p.add_argument("--export", type=Path, metavar="FILE", help="then write this GPU's tuning entries to FILE")
+    return p
+
+
+def shapes_of(option: str, family: baselines.Baseline) -> list[Shape]:
+    if option == "suite":
+        if family.suite is None:
+            raise RustKernelsError(f"{family.name} names no shape suite: give --shapes FILE")
+        return suite.shapes(family.suite)
+    lines = Path(option).read_text().split()
+    return [parse_shape(line) for line in lines]
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parser().parse_args(argv)
+    why = unavailable()
+    if why is not None:
+        print(f"error: tune cannot run: {why}", file=sys.stderr)
+        return 2
+    tuning.use("force" if options.force else "on")
+    import torch
+
+    families = [baselines.baseline(name) for name in options.op]
+    cases = [(f, s, d) for f in families for d in options.dtype if d in f.dtypes for s in shapes_of(options.shapes, f)]
+    failed = 0
+    with Progress("tune", len(cases)) as progress:
+        for family, shape, dtype in cases:
+            progress.advance(f"{family.name} {'x'.join(map(str, shape))} {dtype}")
+            reset_compiled(torch)
+            try:
+                calls = family.bench_calls(device_tensors(family, shape, dtype))
+                for name in CALLS:
+                    if name in calls:
+                        calls[name]()
+                torch.cuda.synchronize()
+            except Exception as err:
+                failed += 1
+                print(f"\n{family.name} {shape} {dtype}: {type(err).__name__}: {err}", file=sys.stderr)
+            finally:
+                torch.cuda.empty_cache()
+    print(summary(tuning.timed))
+    if options.export is not None:
+        info = tuning.gpu(torch.cuda.current_device())
+        table = {"gpu": info.name, "sms": info.sms, "entries": tuning.entries(info)}
+        options.export.parent.mkdir(parents=True, exist_ok=True)
+        options.export.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
+        print(f"wrote {len(table['entries'])} entries for {info.name} ({info.sms} SMs) to {options.export}")
+    return 1 if failed else 0
+
+
+def summary(timed: list[tuning.Timed]) -> str:
+    """How much the measured choice gains over the rule's plan (the first candidate) on the keys timed here."""
+    if not timed:
+        return "tune: nothing timed (every key already had its entries)"
+    gains = [t.rule_us / t.best_us for t in timed if t.rule_us and t.best_us]
+    changed = sum(1 for t in timed if t.winner != t.rule)
+    return (f"tune: {len(timed)} keys timed; the rule's plan lost on {changed}; rule / best time: median "
+            f"{statistics.median(gains):.3f}x, max {max(gains):.3f}x")  # fmt: skip

@@ -1,0 +1,303 @@
+"""The autotuner: plans measured on the device, not guessed.
+
+An op that lists candidate plans (`Op.candidates`) has its plan chosen here on a CUDA call whose signature is not yet
+decided (later calls of that signature replay the decision in the fast path, at dictionary cost). A *key* is what
+the timings depend on: the problem's shape, dtype key, memory order, the arrays' alignment, and the GPU (name, SM
+count). A candidate's *entry* is its time for a key, named by a hash of the key, the plan (its label: kernels,
+constants, grid values) and its kernels' source keys (builder.source_key), so a changed kernel is timed afresh and
+adding a candidate times only it. Entries live one per file under `<cache dir>/tuning/<GPU>/` (atomic writes, safe
+under concurrent processes) and, read-only, in the tables the package ships (`tables/<GPU>.json`, measured with
+`python -m rust_kernels tune`). The fastest candidate with an entry wins; candidates that fail or are refused get
+an entry without a time and are never chosen.
+
+Timing: CUDA events around each candidate's launches on the call's stream, the L2 cache flushed before each
+repetition, repetitions interleaved across the candidates, the median kept; on scratch outputs and scratch copies
+of mutated inputs (the running statistics are not updated by tuning). At most TUNE_BUDGET_S per key. Never inside
+CUDA-graph capture (the table's winner, else the heuristic plan), never in the emulator. RUST_KERNELS_TUNING (config)
+turns it off (the heuristic plan), on (default) or force (every candidate re-timed once per process).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rust_kernels import cache as kcache
+from rust_kernels import config, driver
+
+if TYPE_CHECKING:  # the runtime imports this module
+    from rust_kernels.runtime import Placement, Plan, Problem
+
+TUNE_BUDGET_S = 1.5  # device time per key, all candidates and repetitions together
+MAX_REPS = 7
+MIN_REPS = 3
+_TABLES = "tables"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    sms: int
+    arch: str
+    l2_bytes: int
+
+    @property
+    def slug(self) -> str:
+        """A file name for the GPU: its name and SM count ("nvidia-h200-132sm")."""
+        return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-") + f"-{self.sms}sm"
+
+
+@cache
+def gpu(device: int) -> Gpu:
+    from rust_kernels.cuda import device_arch
+
+    drv = driver.driver_module()
+    handle = driver.check(drv.cuDeviceGet(device), f"cuDeviceGet({device})")
+    name = driver.check(drv.cuDeviceGetName(128, handle), "cuDeviceGetName")
+    attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+    l2 = int(driver.check(drv.cuDeviceGetAttribute(attr, handle), "L2 cache size"))
+    text = name.split(b"\0", 1)[0].decode() if isinstance(name, bytes) else str(name)
+    return Gpu(text, driver.multiprocessor_count(device), device_arch(device), l2)
+
+
+def key(problem: Problem, placement: Placement, device: Gpu) -> str:
+    """What a candidate's time depends on besides the plan, as canonical JSON."""
+    order = None if problem.order is None else list(problem.order)
+    return json.dumps([list(problem.shape), problem.dtype_key, order, placement.alignment, device.name, device.sms])
+
+
+def entry_name(tuning_key: str, plan: Plan, arch: str) -> str:
+    from rust_kernels.builder import source_key
+
+    sources = [source_key(launch.kernel, arch) for launch in plan.launches]
+    return kcache.sha256(json.dumps([tuning_key, plan.label, sources]).encode())[:40]
+
+
+# --- the entries ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """A candidate's time for a key (None: it failed or was refused, `reason` says why)."""
+
+    us: float | None
+    plan: str
+    key: str
+    reason: str = ""
+
+    def record(self) -> dict[str, Any]:
+        return {"us": self.us, "plan": self.plan, "key": self.key, "reason": self.reason}
+
+
+def directory(device: Gpu) -> Path:
+    return kcache.cache_dir() / "tuning" / device.slug
+
+
+def _path(device: Gpu, name: str) -> Path:
+    return directory(device) / name[:2] / f"{name}.json"
+
+
+@cache
+def shipped(slug: str) -> dict[str, Entry]:
+    """The package's table for a GPU (empty where none ships)."""
+    path = resources.files("rust_kernels") / _TABLES / f"{slug}.json"
+    if not path.is_file():
+        return {}
+    return {name: Entry(**record) for name, record in json.loads(path.read_text())["entries"].items()}
+
+
+_memory: dict[str, Entry] = {}  # this process's entries, by name (also what force re-timed)
+
+
+def lookup(device: Gpu, name: str, fresh: bool) -> Entry | None:
+    """The entry `name`: this process's, else the cache's, else the shipped table's (`fresh`: this process's only)."""
+    if name in _memory or fresh:
+        return _memory.get(name)
+    path = _path(device, name)
+    try:
+        entry = Entry(**json.loads(path.read_text()))
+    except FileNotFoundError:
+        entry = shipped(device.slug).get(name)
+    except (OSError, ValueError, TypeError):  # a damaged file is timed again (and rewritten)
+        entry = None
+    if entry is not None:
+        _memory[name] = entry
+    return entry
+
+
+def store(device: Gpu, name: str, entry: Entry) -> None:
+    _memory[name] = entry
+    kcache.write_atomic(_path(device, name), json.dumps(entry.record()).encode())
+
+
+def entries(device: Gpu) -> dict[str, dict[str, Any]]:
+    """Every entry in the cache for `device` (what `tune --export` ships)."""
+    out = {}
+    for path in sorted(directory(device).glob("*/*.json")):
+        try:
+            out[path.stem] = Entry(**json.loads(path.read_text())).record()
+        except (OSError, ValueError, TypeError):
+            continue
+    return out
+
+
+# --- choosing --------------------------------------------------------------------------------------------------------
+Launcher = Callable[["Plan"], None]  # runs a plan's launches on the call's stream (scratch outputs)
+
+_chosen: dict[tuple[str, tuple[str, ...]], Plan] = {}  # (key, candidate labels) -> the winner, this process
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A key this process timed: the rule's plan (the first candidate) and the winner, with their times."""
+
+    key: str
+    rule: str
+    rule_us: float | None
+    winner: str
+    best_us: float
+
+
+timed: list[Timed] = []  # what `tune` reports
+
+
+_mode: str | None = None  # set by `use` (the tune command), else RUST_KERNELS_TUNING
+
+
+def mode() -> str:
+    return _mode or config.settings().tuning
+
+
+def use(setting: str | None) -> None:
+    """This process tunes in mode `setting` (one of config.TUNING_MODES), whatever RUST_KERNELS_TUNING says;
+    None: as it says."""
+    global _mode
+    if setting is not None and setting not in config.TUNING_MODES:
+        raise ValueError(f"tuning mode: expected one of {config.TUNING_MODES}, got {setting!r}")
+    _mode = setting
+
+
+def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, device: int, stream: int,
+           launcher: Callable[[], Launcher]) -> Plan | None:  # fmt: skip
+    """The fastest of `candidates` (the first: the op's rule's plan) for this call, timing those without an entry
+    (`launcher()` makes the launch function, on scratch arrays); None where none can be chosen (no timings, and
+    timing is not allowed here)."""
+    setting = mode()
+    if setting == "off" or not candidates:
+        return None
+    info = gpu(device)
+    tuning_key = key(problem, placement, info)
+    memo = (tuning_key, tuple(p.label for p in candidates))
+    if memo in _chosen:
+        return _chosen[memo]
+    names = [entry_name(tuning_key, p, info.arch) for p in candidates]
+    known = [lookup(info, n, fresh=setting == "force") for n in names]
+    missing = [i for i, e in enumerate(known) if e is None]
+    if missing and not _capturing(stream):
+        for i, (us, reason) in zip(missing, time_plans([candidates[i] for i in missing], launcher(), stream, info),
+                                   strict=True):  # fmt: skip
+            known[i] = Entry(us, candidates[i].label, tuning_key, reason)
+            store(info, names[i], known[i])
+    times = [(e.us, i) for i, e in enumerate(known) if e is not None and e.us is not None]
+    if not times:
+        return None
+    best_us, best = min(times)
+    winner = candidates[best]
+    if not any(e is None for e in known):  # complete: the same choice for every later call
+        _chosen[memo] = winner
+        if missing:
+            timed.append(Timed(tuning_key, candidates[0].label, known[0].us, winner.label, best_us))  # type: ignore[union-attr]
+    return winner
+
+
+def forget() -> None:
+    """Drops this process's entries, choices and record of timings (tests)."""
+    _memory.clear()
+    _chosen.clear()
+    timed.clear()
+
+
+def _capturing(stream: int) -> bool:
+    drv = driver.driver_module()
+    status = driver.check(drv.cuStreamIsCapturing(drv.CUstream(stream)), "cuStreamIsCapturing")
+    return bool(status != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
+
+# --- timing ----------------------------------------------------------------------------------------------------------
+def time_plans(plans: Sequence[Plan], launch: Launcher, stream: int, info: Gpu) -> list[tuple[float | None, str]]:
+    """(median µs, "") per plan, or (None, why) where its warm-up launch raised."""
+    drv = driver.driver_module()
+    handle = drv.CUstream(stream)
+    flush, flush_bytes = _flush_buffer(info)
+    events = _Events(drv)
+    try:
+        out: list[tuple[float | None, str]] = [(None, "")] * len(plans)
+        warm: dict[int, float] = {}
+        for i, plan in enumerate(plans):  # a warm-up launch each: loads the module, and says what fails
+            start, end = events.pair()
+            try:
+                events.record(start, handle)
+                launch(plan)
+                events.record(end, handle)
+                driver.check(drv.cuEventSynchronize(end), "cuEventSynchronize")
+            except Exception as err:  # a refused or failing candidate is dropped, with why
+                out[i] = (None, f"{type(err).__name__}: {err}"[:500])
+                continue
+            warm[i] = events.elapsed_us(start, end)
+        per_rep = sum(warm.values()) + len(warm) * flush_bytes / 2e6  # the flush at about 2 TB/s
+        reps = max(MIN_REPS, min(MAX_REPS, int(TUNE_BUDGET_S * 1e6 / max(per_rep, 1.0))))
+        samples: dict[int, list[tuple[Any, Any]]] = {i: [] for i in warm}
+        for _ in range(reps if warm else 0):
+            for i in warm:  # interleaved: a drift of the clocks reaches every candidate alike
+                driver.check(drv.cuMemsetD8Async(flush, 0, flush_bytes, handle), "cuMemsetD8Async")
+                start, end = events.pair()
+                events.record(start, handle)
+                launch(plans[i])
+                events.record(end, handle)
+                samples[i].append((start, end))
+        driver.check(drv.cuStreamSynchronize(handle), "cuStreamSynchronize")
+        for i, pairs in samples.items():
+            out[i] = (statistics.median(events.elapsed_us(s, e) for s, e in pairs), "")
+        return out
+    finally:
+        events.destroy()
+
+
+class _Events:
+    def __init__(self, drv: Any) -> None:
+        self.drv = drv
+        self.made: list[Any] = []
+
+    def pair(self) -> tuple[Any, Any]:
+        pair = tuple(driver.check(self.drv.cuEventCreate(0), "cuEventCreate") for _ in range(2))  # default flags
+        self.made += pair
+        return pair  # type: ignore[return-value]
+
+    def record(self, event: Any, stream: Any) -> None:
+        driver.check(self.drv.cuEventRecord(event, stream), "cuEventRecord")
+
+    def elapsed_us(self, start: Any, end: Any) -> float:
+        return float(driver.check(self.drv.cuEventElapsedTime(start, end), "cuEventElapsedTime")) * 1e3
+
+    def destroy(self) -> None:
+        for event in self.made:
+            self.drv.cuEventDestroy(event)
+
+
+@cache
+def _flush_buffer(info: Gpu) -> tuple[Any, int]:
+    """Device memory twice the L2's size, overwritten before each repetition so none starts with warm L2 lines."""
+    nbytes = max(2 * info.l2_bytes, 1 << 20)
+    drv = driver.driver_module()
+    return driver.check(drv.cuMemAlloc(nbytes), "cuMemAlloc"), nbytes
+
+
+def powers_of_two(low: int, high: int) -> list[int]:
+    """low, 2 low, ... up to high (powers of two when low is one)."""
+    return [low << k for k in range(int(math.log2(max(1, high // low))) + 1)]

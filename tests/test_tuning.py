@@ -1,0 +1,352 @@
+"""The autotuner (rust_kernels.tuning): entries per candidate in a per-GPU cache, shipped tables, the modes, graph
+capture; on CPU with the device timing replaced, and on the GPU for real."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rust_kernels import config, tuning
+from rust_kernels.families.batch_norm import backward, forward
+from rust_kernels.runtime import Placement, Problem
+
+GPU = tuning.Gpu("NVIDIA Test GPU", 8, "sm_90", 1 << 20)
+REAL_GPU, REAL_CAPTURING = tuning.gpu, tuning._capturing  # the GPU tests use the device's own
+SHAPE = (4, 16, 9, 9)
+
+
+@pytest.fixture(autouse=True)
+def fake_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUST_KERNELS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "on")
+    monkeypatch.setattr(tuning, "gpu", lambda device: GPU)
+    monkeypatch.setattr(tuning, "_capturing", lambda stream: False)
+    tuning.forget()
+    yield
+    tuning.forget()
+
+
+class Timer:
+    """Stands in for the device timing: each plan's time by its label (default 10 µs), a plan in `fail` raises."""
+
+    def __init__(self, times=None, fail=()):
+        self.times, self.fail, self.timed = dict(times or {}), set(fail), []
+
+    def __call__(self, plans, launch, stream, info):
+        self.timed += [p.label for p in plans]
+        return [(None, "LaunchError: refused") if p.label in self.fail else (self.times.get(p.label, 10.0), "")
+                for p in plans]  # fmt: skip
+
+
+def problem(shape=SHAPE, deterministic=True):
+    return Problem(shape, "f32", "f32", {}, {"deterministic": deterministic, "block_hw": None}, None)
+
+
+def plans(shape=SHAPE):
+    return backward.candidates(problem(shape), Placement(16, GPU.sms))
+
+
+def choose(candidates, shape=SHAPE):
+    return tuning.choose(candidates, problem(shape), Placement(16, GPU.sms), 0, 0, lambda: None)
+
+
+def test_the_fastest_candidate_wins_and_each_has_its_own_entry_file(monkeypatch, tmp_path):
+    candidates = plans()
+    assert len(candidates) >= 3
+    timer = Timer({candidates[2].label: 1.0})
+    monkeypatch.setattr(tuning, "time_plans", timer)
+    assert choose(candidates) == candidates[2]
+    files = list((tmp_path / "tuning" / GPU.slug).glob("*/*.json"))
+    assert len(files) == len(candidates) == len(timer.timed)
+    records = [json.loads(f.read_text()) for f in files]
+    assert sorted(r["plan"] for r in records) == sorted(p.label for p in candidates)
+    assert {r["us"] for r in records} == {1.0, 10.0}
+    assert tuning.timed[0].winner == candidates[2].label and tuning.timed[0].rule == candidates[0].label
+
+
+def test_a_later_process_reads_the_entries_and_times_nothing(monkeypatch):
+    candidates = plans()
+    monkeypatch.setattr(tuning, "time_plans", Timer({candidates[1].label: 2.0}))
+    choose(candidates)
+    tuning.forget()  # a new process: nothing in memory
+    again = Timer()
+    monkeypatch.setattr(tuning, "time_plans", again)
+    assert choose(candidates) == candidates[1]
+    assert again.timed == []
+
+
+def test_adding_a_candidate_times_only_it(monkeypatch):
+    candidates = plans()
+    monkeypatch.setattr(tuning, "time_plans", Timer())
+    choose(candidates[:-1])
+    tuning.forget()
+    later = Timer({candidates[-1].label: 0.5})
+    monkeypatch.setattr(tuning, "time_plans", later)
+    assert choose(candidates) == candidates[-1]
+    assert later.timed == [candidates[-1].label]
+
+
+def test_failing_candidates_are_never_chosen_and_all_failing_gives_the_rule(monkeypatch):
+    candidates = plans()
+    fastest = candidates[1].label
+    monkeypatch.setattr(tuning, "time_plans", Timer({fastest: 0.1}, fail={fastest}))
+    assert choose(candidates) != candidates[1]
+    tuning.forget()
+    other = plans((5, 16, 9, 9))
+    monkeypatch.setattr(tuning, "time_plans", Timer(fail={p.label for p in other}))
+    assert choose(other, (5, 16, 9, 9)) is None  # the caller then takes the rule's plan
+
+
+def test_keys_differ_by_shape_dtype_alignment_and_gpu_and_entries_by_kernel_source():
+    place = Placement(16, GPU.sms)
+    base = tuning.key(problem(), place, GPU)
+    assert base != tuning.key(problem((4, 16, 9, 10)), place, GPU)
+    assert base != tuning.key(problem(), Placement(8, GPU.sms), GPU)
+    assert base != tuning.key(problem(), place, tuning.Gpu("NVIDIA Other", 8, "sm_90", 1 << 20))
+    mixed = Problem(SHAPE, "bf16", "f32", {}, {"deterministic": True, "block_hw": None}, None)
+    assert base != tuning.key(mixed, place, GPU)
+    plan = plans()[0]
+    assert tuning.entry_name(base, plan, "sm_90") != tuning.entry_name(base, plan, "sm_100")  # other source keys
+
+
+def test_mode_off_chooses_nothing_and_force_times_again(monkeypatch):
+    candidates = plans()
+    monkeypatch.setattr(tuning, "time_plans", Timer())
+    choose(candidates)
+    tuning.forget()
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "off")
+    assert choose(candidates) is None
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "force")
+    again = Timer({candidates[3].label: 1.0})
+    monkeypatch.setattr(tuning, "time_plans", again)
+    assert choose(candidates) == candidates[3]
+    assert len(again.timed) == len(candidates)
+    assert tuning.entries(GPU)[tuning.entry_name(tuning.key(problem(), Placement(16, GPU.sms), GPU),
+                                                 candidates[3], GPU.arch)]["us"] == 1.0  # fmt: skip
+
+
+def test_a_bad_mode_is_a_config_error_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "yes")
+    with pytest.raises(config.ConfigError, match="RUST_KERNELS_TUNING='yes'"):
+        config.settings()
+
+
+def test_during_graph_capture_nothing_is_timed_the_known_winner_or_none_is_used(monkeypatch):
+    candidates = plans()
+    monkeypatch.setattr(tuning, "_capturing", lambda stream: True)
+    idle = Timer()
+    monkeypatch.setattr(tuning, "time_plans", idle)
+    assert choose(candidates) is None
+    assert idle.timed == []
+    monkeypatch.setattr(tuning, "_capturing", lambda stream: False)
+    monkeypatch.setattr(tuning, "time_plans", Timer({candidates[1].label: 1.0}))
+    choose(candidates[:2])  # only some candidates known
+    tuning.forget()
+    monkeypatch.setattr(tuning, "_capturing", lambda stream: True)
+    monkeypatch.setattr(tuning, "time_plans", idle)
+    assert choose(candidates) == candidates[1]
+    assert idle.timed == []
+
+
+def test_the_shipped_table_serves_an_empty_cache(monkeypatch, tmp_path):
+    candidates = plans()
+    monkeypatch.setattr(tuning, "time_plans", Timer({candidates[2].label: 3.0}))
+    choose(candidates)
+    table = tuning.entries(GPU)
+    for f in (tmp_path / "tuning").rglob("*.json"):
+        f.unlink()
+    tuning.forget()
+    monkeypatch.setattr(tuning, "shipped", lambda slug: {n: tuning.Entry(**r) for n, r in table.items()})
+    idle = Timer()
+    monkeypatch.setattr(tuning, "time_plans", idle)
+    assert choose(candidates) == candidates[2]
+    assert idle.timed == []
+
+
+def test_a_damaged_entry_is_timed_again(monkeypatch, tmp_path):
+    candidates = plans()
+    monkeypatch.setattr(tuning, "time_plans", Timer())
+    choose(candidates)
+    damaged = next((tmp_path / "tuning").rglob("*.json"))
+    damaged.write_text("{not json")
+    tuning.forget()
+    again = Timer()
+    monkeypatch.setattr(tuning, "time_plans", again)
+    choose(candidates)
+    assert len(again.timed) == 1
+    assert json.loads(damaged.read_text())["us"] == 10.0
+
+
+def test_candidates_are_the_rules_plan_first_and_fixed_cta_sizes_are_not_tuned():
+    place = Placement(16, 132)
+    for op, scalars in ((backward.NCHW, {"deterministic": True}), (forward.NCHW, {}),
+                        (forward.NATIVE, {"training": True}), (backward.NATIVE, {"training": True})):  # fmt: skip
+        for shape in ((32, 256, 56, 56), (128, 2048, 1, 1), (1, 1, 1024, 1024), (64, 720, 7, 7)):
+            p = Problem(shape, "bf16", "f32", {}, {**scalars, "block_hw": None}, None)
+            candidates = op.candidates(p, place)
+            assert candidates[0] == op.choose(p, place), (op.name, shape)
+            assert len(set(candidates)) == len(candidates) >= 2
+            assert all(isinstance(c.kernel, op.kernels) for c in candidates)
+    fixed = Problem(SHAPE, "f32", "f32", {}, {"deterministic": True, "block_hw": 128}, None)
+    assert backward.NCHW.candidates(fixed, place) == ()
+    cl = Problem((8, 96, 14, 14), "f32", "f32", {}, {"training": True}, (0, 2, 3, 1))
+    for c in forward.NATIVE.candidates(cl, place):  # channels_last grids keep each thread on one column
+        ctas = c.then[0].value("CTAS")
+        assert ctas * 256 % (96 // 4) == 0
+
+
+# --- on the GPU ------------------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_tuning_times_every_candidate_once_and_leaves_the_callers_arrays(monkeypatch):
+    """A training forward on a new key: every candidate timed into the cache, the result and the running statistics
+    as one untuned call gives (tuning updates scratch copies only), and the next call of the key times nothing."""
+    import torch
+
+    monkeypatch.setattr(tuning, "gpu", REAL_GPU)
+    monkeypatch.setattr(tuning, "_capturing", REAL_CAPTURING)
+    from rust_kernels import ops
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 40, 13, 11, device="cuda")
+    weight, bias = torch.rand(40, device="cuda") + 0.5, torch.randn(40, device="cuda")
+
+    def run():
+        mean, var = torch.zeros(40, device="cuda"), torch.ones(40, device="cuda")
+        y, _, _ = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, 1e-5)
+        return y, mean, var
+
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "off")
+    untuned = run()
+    ops.batch_norm_2d_forward.op._fast.clear()  # the signature is decided again
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "force")
+    tuned = run()
+    assert len(tuning.timed) == 1
+    info = tuning.gpu(0)
+    assert len(tuning.entries(info)) >= 2
+    for a, b in zip(tuned, untuned, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    want_mean = 0.1 * x.double().mean(dim=(0, 2, 3))
+    torch.testing.assert_close(tuned[1].double(), want_mean, rtol=1e-5, atol=1e-6)  # updated once, not per timing
+    tuning.forget()  # a new process: the entries are read from the cache
+    ops.batch_norm_2d_forward.op._fast.clear()
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "on")
+    run()
+    assert tuning.timed == []
+
+
+@pytest.mark.gpu
+def test_gpu_a_new_key_inside_graph_capture_is_not_timed_and_replays_right(monkeypatch):
+    import torch
+
+    from rust_kernels import ops
+
+    monkeypatch.setattr(tuning, "gpu", REAL_GPU)
+    monkeypatch.setattr(tuning, "_capturing", REAL_CAPTURING)
+    x = torch.randn(8, 24, 7, 9, device="cuda")
+    dy = torch.randn_like(x)
+    weight = torch.rand(24, device="cuda") + 0.5
+    mean, var = torch.randn(24, device="cuda"), torch.rand(24, device="cuda") + 0.5
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "off")  # the rule's plan, no entries written
+    want = ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)
+    monkeypatch.setenv("RUST_KERNELS_TUNING", "on")
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()  # a new stream: the signature's first decision happens during capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        got = ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert tuning.timed == [] and tuning.entries(tuning.gpu(0)) == {}
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a.cpu().numpy(), b.cpu().numpy())  # the rule's plan, as outside capture
+
+
+def test_training_candidates_at_hw_1_include_the_channels_last_kernels_and_run_right_in_the_emulator():
+    """H*W = 1: NCHW memory is NHWC memory, so the channels_last kernels (rows of C, coalesced) are candidates of
+    an NCHW call, and give what the NCHW plan gives."""
+    from rust_kernels import ops
+
+    shape = (6, 40, 1, 1)
+    p = Problem(shape, "f32", "f32", {}, {"training": True}, None)
+    candidates = forward.NATIVE.candidates(p, Placement(16, 1))
+    layouts = {c.kernel.channels_last for c in candidates}
+    assert layouts == {0, 1}
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    weight, bias = rng.uniform(0.5, 1.5, 40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    outs = []
+    for plan in (candidates[0], next(c for c in candidates if c.kernel.channels_last)):
+        mean, var = np.zeros(40, np.float32), np.ones(40, np.float32)
+        y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, 1e-5,
+                                                              backend="host", plan=plan)  # fmt: skip
+        outs.append((y, save_mean, save_invstd, mean, var))
+    for a, b in zip(*outs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[0][0], (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5) * weight[:, None, None]
+                               + bias[:, None, None], rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+class FakeDriver:
+    """cuda.bindings.driver as time_plans uses it: events read a clock that each launch advances by its plan's
+    duration (ms), memsets (the L2 flush) advance it too."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    def __init__(self):
+        self.clock, self.log, self.live = 0.0, [], 0
+
+    def CUstream(self, handle):
+        return handle
+
+    def cuEventCreate(self, flags):
+        self.live += 1
+        return 0, {"t": None}
+
+    def cuEventDestroy(self, event):
+        self.live -= 1
+        return (0,)
+
+    def cuEventRecord(self, event, stream):
+        event["t"] = self.clock
+        return (0,)
+
+    def cuEventSynchronize(self, event):
+        return (0,)
+
+    def cuStreamSynchronize(self, stream):
+        return (0,)
+
+    def cuEventElapsedTime(self, start, end):
+        return 0, end["t"] - start["t"]
+
+    def cuMemsetD8Async(self, pointer, value, nbytes, stream):
+        self.log.append("flush")
+        self.clock += 0.5
+        return (0,)
+
+
+def test_time_plans_interleaves_flushed_repetitions_and_drops_a_failing_plan(monkeypatch):
+    fake = FakeDriver()
+    monkeypatch.setattr(tuning.driver, "driver_module", lambda: fake)
+    monkeypatch.setattr(tuning, "_flush_buffer", lambda info: (1, 2 * info.l2_bytes))
+    candidates = plans()[:3]
+    durations = {candidates[0].label: [0.010] * 8, candidates[2].label: [0.030, 0.020, 0.005, 0.020, 0.020, 0.9, 0.02,
+                                                                         0.02]}  # fmt: skip
+
+    def launch(plan):
+        if plan is candidates[1]:
+            raise tuning.driver.LaunchError("launch refused: too many resources requested")
+        fake.log.append(plan.label)
+        fake.clock += durations[plan.label].pop(0)
+
+    out = tuning.time_plans(candidates, launch, 0, GPU)
+    assert out[0] == (pytest.approx(10.0), "")
+    assert out[1][0] is None and "too many resources" in out[1][1]
+    assert out[2][0] == pytest.approx(20.0)  # the median, not the warm-up's 30 nor the outlier 900
+    timed = fake.log[2:]  # after the two warm-ups: flush, a, flush, c, ... interleaved
+    assert timed[:4] == ["flush", candidates[0].label, "flush", candidates[2].label]
+    assert len(timed) == 4 * tuning.MAX_REPS
+    assert fake.live == 0  # every event destroyed
