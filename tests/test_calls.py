@@ -170,6 +170,20 @@ def test_any_other_signature_misses(driver, arrays, scalars, stream):
     assert driver.calls == calls_before
 
 
+def test_string_scalars_are_part_of_the_signature_whole(driver):
+    """A str scalar (an activation's name) keys the call by its whole text: equal strings hit, any other misses."""
+    library = Library()
+    fast = _host.FastCalls(8, library.resolve)
+    launch = checked_launch(SPLIT, driver)
+    long = "silu" * 5  # more than one 8-byte word
+    for text in ("relu", long):
+        assert fast.remember(inputs(), (1e-5, text), CURRENT, LIKE, [(launch, (3, 4, 1), LAYOUT, TAIL)])
+    for text in ("relu", "".join(["si", "lu"]) * 5):  # equal, not identical, strings
+        assert fast(inputs(), (1e-5, text)) is not None
+    for other in ("relu\0", "rel", long[:-1], long + "u", "RELU", b"relu"):
+        assert fast(inputs(), (1e-5, other)) is None, other
+
+
 def test_subclasses_other_arrays_and_an_unimported_library_miss(driver):
     library = Library()
     fast, _ = remembered(driver, library)

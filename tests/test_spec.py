@@ -22,14 +22,18 @@ def test_the_catalogue_parses():
     names = [s.name for s in load_specs(FAMILY)]
     assert names == [
         "batch_norm_2d_backward_elementwise",
+        "batch_norm_2d_backward_elementwise_act",
         "batch_norm_2d_backward_reduce",
+        "batch_norm_2d_backward_reduce_act",
         "batch_norm_2d_batch_stats",
+        "batch_norm_2d_moments",
         "batch_norm_2d_nchw_backward",
         "batch_norm_2d_nchw_backward_split",
         "batch_norm_2d_nchw_backward_warp",
         "batch_norm_2d_nchw_forward_inference",
         "batch_norm_2d_nchw_forward_inference_flat",
         "batch_norm_2d_normalize",
+        "batch_norm_2d_normalize_act",
     ]
 
 

@@ -8,32 +8,11 @@ from pathlib import Path
 import pytest
 
 import rust_kernels
+import test_authoring_safety  # its user kernel's spec
 from rust_kernels import BuildError, builder, codegen, resources
 from rust_kernels.kernels import CATALOGUE, Kernel
 
-SPEC = """name = "traced"
-template = "traced.rs.j2"
-doc = "y = x"
-dtypes = ["f32"]
-grid = ["*", 1, 1]
-block = ["BLOCK", 1, 1]
-
-[[consts]]
-name = "BLOCK"
-max = 256
-power_of_two = true
-
-[[args]]
-name = "x_ptr"
-type = "*mut D"
-[[args]]
-name = "y_ptr"
-type = "*mut D"
-output = true
-[[args]]
-name = "N"
-type = "i32"
-"""
+SPEC = test_authoring_safety.SPEC.replace("user_scale", "traced").replace("y = x * 2", "y = x")
 # Loops, conditions, a comment, an import and an include before the faulty lines, so that generated and template
 # line numbers differ.
 BODY = """{%- from "rust_kernels/reduce.rs.j2" import warp_sum -%}

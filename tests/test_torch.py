@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="the rust_kernels[torch] tests need 
 import rust_kernels.torch as rk_torch  # noqa: E402 (after the skip)
 from rust_kernels import ArgumentError, arrays, registry  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
-from rust_kernels.families.batch_norm import common, forward  # noqa: E402
+from rust_kernels.families.batch_norm import activation, common, forward  # noqa: E402
 from rust_kernels.torch import library  # noqa: E402
 
 F = torch.nn.functional
@@ -543,5 +543,28 @@ def test_convert_takes_timms_batchnormact_and_torchvisions_frozen_batchnorm(monk
         torch.testing.assert_close(b.grad, a.grad)
     for a, b in zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True):
         torch.testing.assert_close(b, a)
-    ours_calls = sum(c[0] in (forward.NATIVE, forward.NCHW) for c in seen)
+    ours_calls = sum(c[0] in (forward.NATIVE, forward.NCHW, activation.FORWARD) for c in seen)
     assert ours_calls == (3 if training else 2)  # training: both layouts of BN-act, NCHW of the frozen; eval: NCHW
+    fused = sum(c[0] is activation.FORWARD for c in seen)
+    assert fused == (2 if training else 0)  # training with SiLU and no drop: normalisation and activation fused
+
+
+@pytest.mark.parametrize(("act", "drop", "fused"), [(torch.nn.ReLU(inplace=True), torch.nn.Identity(), True),
+                                                    (torch.nn.ReLU(), torch.nn.Dropout(0.0), False),
+                                                    (torch.nn.GELU(), torch.nn.Identity(), False)])  # fmt: skip
+def test_batchnormact_fuses_relu_and_silu_without_drop_only(monkeypatch, act, drop, fused):
+    torch.manual_seed(1)
+    theirs = randomise_(BatchNormAct2d(4)).train()
+    theirs.act, theirs.drop = act, drop
+    ours = rk_torch.convert(copy.deepcopy(theirs))
+    seen = []
+    monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))
+    x = torch.randn(3, 4, 5, 6)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = theirs(a), ours(b)
+    (ya * x).sum().backward(), (yb * x).sum().backward()
+    torch.testing.assert_close(yb, ya)
+    torch.testing.assert_close(b.grad, a.grad)
+    torch.testing.assert_close(ours.running_var, theirs.running_var)
+    assert ours.num_batches_tracked == theirs.num_batches_tracked
+    assert any(c[0] is activation.FORWARD for c in seen) == fused

@@ -60,10 +60,15 @@ class Case:
 
     def __str__(self) -> str:
         plan = "the op's own choice" if self.plan is None else self.plan.label
-        scalars = "".join(f" {name}={value:g}" for name, value in self.scalars)
+        scalars = "".join(f" {name}={_shown(value)}" for name, value in self.scalars)
         layout = "" if self.layout is self.family.layouts[0] else f" {self.layout.name}"
         return (f"{self.family.name} {self.shape} {self.dtype} {plan}{scalars} offset={self.offset}{layout} "
                 f"seed={self.seed}")  # fmt: skip
+
+
+def _shown(value: Any) -> str:
+    """A scalar in a case's line: numbers shortest, others as they read (an activation's name)."""
+    return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
 
 
 def draw(family: Family, backend: str, pick: Pick) -> Case:

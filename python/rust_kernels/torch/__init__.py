@@ -3,6 +3,7 @@
     import rust_kernels.torch as rk_torch
 
     model = rk_torch.convert(model)      # every nn.BatchNorm2d becomes rk_torch.BatchNorm2d, in place
+                                         # (nn.SyncBatchNorm: rk_torch.SyncBatchNorm)
     model.train()                        # training mode: batch statistics on ours, NCHW or channels_last
     model.eval()                         # eval mode runs our forward, and our backward under autograd (NCHW)
     y, save_mean, save_invstd = torch.ops.rust_kernels.batch_norm_2d_forward(x, weight, bias, mean, var, True)
@@ -18,6 +19,6 @@ A user's op declared with torch=True becomes torch.ops.rust_kernels.<name> at im
 """
 
 from rust_kernels.torch.library import OPS, define
-from rust_kernels.torch.modules import BatchNorm2d, batch_norm_2d, convert
+from rust_kernels.torch.modules import BatchNorm2d, SyncBatchNorm, batch_norm_2d, batch_norm_act_2d, convert
 
-__all__ = ["OPS", "BatchNorm2d", "batch_norm_2d", "convert", "define"]
+__all__ = ["OPS", "BatchNorm2d", "SyncBatchNorm", "batch_norm_2d", "batch_norm_act_2d", "convert", "define"]

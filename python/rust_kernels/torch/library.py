@@ -105,10 +105,19 @@ def run_host(op: Op, *args: Any, **kwargs: Any) -> Any:
     args = _bound(op, args, kwargs)
     _no_tangents(op, args)
     _check_devices(op, args, "cpu")
-    detached = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-    out = op(*(arrays.to_host(a) if isinstance(a, torch.Tensor) else a for a in _resolved(op, detached)),
-             backend="host")  # fmt: skip
-    return tuple(map(arrays.to_torch, out)) if isinstance(out, tuple) else arrays.to_torch(out)
+    resolved = _resolved(op, tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args))
+    out = op(*(arrays.to_host(a) if isinstance(a, torch.Tensor) else a for a in resolved), backend="host")
+    inputs = dict(zip((i.name for i in op.inputs), resolved, strict=False))
+    tensors = tuple(_from_host(a, inputs[o.like] if o.shape is None else None)
+                    for a, o in zip(out if isinstance(out, tuple) else (out,), op.outputs, strict=True))  # fmt: skip
+    return tensors if isinstance(out, tuple) else tensors[0]
+
+
+def _from_host(a: Any, like: torch.Tensor | None) -> torch.Tensor:
+    """An emulator output as a tensor. NumPy keeps no strides for an empty array (torch's .numpy() gives zeros): an
+    empty output shaped like its input `like` takes like's, its memory format."""
+    t = arrays.to_torch(a)
+    return torch.empty_like(like, dtype=t.dtype) if like is not None and t.numel() == 0 else t
 
 
 def call(op: Op, *args: Any) -> Any:

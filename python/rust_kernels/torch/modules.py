@@ -1,5 +1,6 @@
 """`BatchNorm2d`, torch.nn.BatchNorm2d on rust_kernels' kernels, `batch_norm_2d` (its functional form, eval and
-training mode) and `convert(model)`.
+training mode), `SyncBatchNorm` (torch.nn.SyncBatchNorm on them, its collectives torch.distributed's) and
+`convert(model)`.
 
 Eagerly, on plain CPU/CUDA tensors, batch_norm_2d skips the dispatcher: the ops' kernels under a plain
 autograd.Function (torch.library's Python autograd and dispatch cost a model step about 0.2 ms of host time per
@@ -14,9 +15,12 @@ from collections import Counter
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.autograd import forward_ad
+from torch.autograd.function import once_differentiable
 
-from rust_kernels.families.batch_norm import backward, forward
+from rust_kernels.families.batch_norm import activation, backward, forward, sync
+from rust_kernels.runtime import Op
 from rust_kernels.torch import library
 
 Tensor = torch.Tensor
@@ -36,11 +40,17 @@ def _eager(tensors: tuple[Tensor, ...]) -> bool:
     )
 
 
+def _run(op: Op, *args: Any) -> Any:
+    """`op` on plain eager tensors (every input, then every scalar): its fast path, else the op as the operators
+    run it."""
+    inputs = len(op.inputs)
+    out = op.fast(args[:inputs], args[inputs:])
+    return library.call(op, *args) if out is None else out
+
+
 def _forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor, eps: float) -> Tensor:
-    """The forward op on plain eager tensors: its fast path, else the op as the operator runs it."""
-    tensors = (x, weight, bias, running_mean, running_var)
-    y = forward.NCHW.fast(tensors, (eps, None))  # the op's scalars: eps, block_hw
-    return library.call(forward.NCHW, *tensors, eps) if y is None else y
+    """The eval forward op on plain eager tensors."""
+    return _run(forward.NCHW, x, weight, bias, running_mean, running_var, eps, None)  # the op's scalars: eps, block_hw
 
 
 class _EagerBatchNorm2d(torch.autograd.Function):
@@ -86,10 +96,7 @@ class _EagerBatchNorm2d(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph: the operator, so that double backward is refused as it refuses
             out = _ops.batch_norm_2d_backward(dy, *ctx.saved_tensors, None, None, False, ctx.eps)
         else:
-            saved = ctx.saved_tensors
-            out = backward.NCHW.fast((dy, *saved), (ctx.eps, None, True))  # the op's scalars, as called below
-            if out is None:
-                out = library.call(backward.NCHW, dy, *saved, ctx.eps)
+            out = _run(backward.NCHW, dy, *ctx.saved_tensors, ctx.eps, None, True)  # eps, block_hw, deterministic
         return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None)
 
 
@@ -113,18 +120,14 @@ class _EagerTrainingBatchNorm2d(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph: the operator, which refuses double backward
             out = _ops.batch_norm_2d_backward(*tensors, True, ctx.eps)
         else:
-            out = backward.NATIVE.fast(tensors, (True, ctx.eps, True))  # the op's scalars: training, eps, deterministic
-            if out is None:
-                out = library.call(backward.NATIVE, *tensors, True, ctx.eps)
+            out = _run(backward.NATIVE, *tensors, True, ctx.eps, True)  # the op's scalars: training, eps, deterministic
         need = ctx.needs_input_grad[:3]
         return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None, None)
 
 
 def _training_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                       momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    tensors = (x, weight, bias, running_mean, running_var)
-    out = forward.NATIVE.fast(tensors, (True, momentum, eps))  # the op's scalars: training, momentum, eps
-    return library.call(forward.NATIVE, *tensors, True, momentum, eps) if out is None else out
+    return _run(forward.NATIVE, x, weight, bias, running_mean, running_var, True, momentum, eps)  # type: ignore[no-any-return]
 
 
 def _in_format(t: Tensor, like: Tensor) -> Tensor:
@@ -176,7 +179,44 @@ def _channels_last(x: Tensor) -> bool:
     return not x.is_contiguous() and x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
 
 
-class BatchNorm2d(torch.nn.BatchNorm2d):
+class _OurNormalization:
+    """What our batch-norm modules share (mixed into subclasses of torch's _BatchNorm): when our kernels normalise
+    an input, the normalisation on this rank's batch alone, and the running statistics' update factor."""
+
+    training: bool
+    momentum: float | None
+    eps: float
+    weight: Tensor | None
+    bias: Tensor | None
+    running_mean: Tensor | None
+    running_var: Tensor | None
+    num_batches_tracked: Tensor | None
+
+    def _ours(self, input: torch.Tensor) -> bool:
+        """Whether our kernels normalise `input` (else torch's implementation does)."""
+        missing = self.running_mean is None or self.running_var is None
+        return not missing and (self.training or not _channels_last(input))
+
+    def _factor(self) -> float | Tensor:
+        """Counts this training batch in num_batches_tracked (where there is one) and returns the running
+        statistics' update factor: momentum, or with momentum=None the cumulative average's 1 / num_batches_tracked
+        (as torch computes it), a 0-d float64 tensor: reading it would synchronise with the device."""
+        if self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                return self.num_batches_tracked.double().reciprocal()
+        return 0.0 if self.momentum is None else self.momentum
+
+    def _normalize(self, input: torch.Tensor) -> torch.Tensor:
+        self._check_input_dim(input)  # type: ignore[attr-defined]
+        if not self.training:
+            return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)  # type: ignore[arg-type]
+        momentum = float(self._factor())  # the kernels take it as a scalar
+        return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, True, momentum,  # type: ignore[arg-type]
+                             self.eps)  # fmt: skip
+
+
+class BatchNorm2d(_OurNormalization, torch.nn.BatchNorm2d):
     """torch.nn.BatchNorm2d (same constructor, parameters, buffers and state_dict) on our kernels: training mode
     normalises with the batch statistics and updates the running statistics (momentum, or with momentum=None the
     cumulative average over num_batches_tracked, as torch does), NCHW or channels_last; eval mode normalises with
@@ -190,31 +230,164 @@ class BatchNorm2d(torch.nn.BatchNorm2d):
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return self._normalize(input) if self._ours(input) else super().forward(input)
 
-    def _ours(self, input: torch.Tensor) -> bool:
-        """Whether our kernels normalise `input` (else torch's implementation does)."""
-        missing = self.running_mean is None or self.running_var is None
-        return not missing and (self.training or not _channels_last(input))
 
-    def _normalize(self, input: torch.Tensor) -> torch.Tensor:
-        self._check_input_dim(input)
-        if not self.training:
-            return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)
-        momentum = 0.0 if self.momentum is None else self.momentum
-        if self.num_batches_tracked is not None:
-            self.num_batches_tracked.add_(1)
-            if self.momentum is None:  # the cumulative moving average, as torch computes its factor
-                momentum = 1.0 / float(self.num_batches_tracked)
-        return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, True, momentum,
-                             self.eps)  # fmt: skip
+# --- SyncBatchNorm ----------------------------------------------------------------------------------------------------
+def _merge(gathered: Tensor, channels: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The whole batch's (count, mean, M2) per channel from every rank's row of `gathered` ([world, 2C + 1]: mean,
+    M2, count): Chan et al.'s parallel merge, M2 = sum M2_r + sum n_r (mean_r - mean)^2, exact for any counts (an
+    empty rank's count is 0, its mean and M2 zeros). Tensor ops on the device: no host synchronisation."""
+    means, m2s, counts = gathered.split((channels, channels, 1), dim=1)
+    total = counts.sum(0)
+    mean = (counts * means).sum(0) / total
+    return total, mean, (m2s + counts * (means - mean) ** 2).sum(0)
+
+
+def _update(running: Tensor | None, value: Tensor, momentum: float | Tensor) -> None:
+    """running = (1 - momentum) * running + momentum * value, in the accumulation type (as our kernels update it)."""
+    if running is not None:
+        running.copy_(running.to(value.dtype) * (1 - momentum) + value * momentum)
+
+
+class _SyncBatchNorm2d(torch.autograd.Function):
+    """A SyncBatchNorm training step over the ranks of `group` on our kernels (sync.py's ops), as torch's: this
+    rank's (mean, M2, count) -> one all_gather -> the merged statistics (the running ones updated: unbiased variance)
+    -> y; backward: this rank's sums -> one all_reduce -> dx, with this rank's dweight and dbias (DDP reduces
+    those). Every rank runs both collectives, an empty part of the batch too (zeros)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor | None,
+                running_var: Tensor | None, momentum: float | Tensor, eps: float, group: Any) -> Tensor:  # fmt: skip
+        mean, m2 = _run(sync.MOMENTS, x)
+        channels = x.shape[1]
+        count = torch.full((1,), x.numel() // channels, dtype=mean.dtype, device=mean.device)
+        gathered = torch.empty(dist.get_world_size(group) * (2 * channels + 1), dtype=mean.dtype, device=mean.device)
+        dist.all_gather_into_tensor(gathered, torch.cat((mean, m2, count)), group=group)
+        total, mean, m2 = _merge(gathered.view(-1, 2 * channels + 1), channels)
+        invstd = torch.rsqrt(m2 / total + eps)
+        _update(running_mean, mean, momentum)
+        _update(running_var, m2 / (total - 1), momentum)
+        ctx.save_for_backward(x, weight, mean, invstd, total)
+        ctx.group = group
+        return _run(sync.NORMALIZE, x, weight, bias, mean, invstd)  # type: ignore[no-any-return]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, mean, invstd, total = ctx.saved_tensors
+        dy = _in_format(dy, x)
+        dweight, dbias, sums = _run(sync.BACKWARD_SUMS, dy, x, weight, mean, invstd)
+        dx = None
+        if ctx.needs_input_grad[0]:  # as torch's: the ranks meet where x needs its gradient
+            dist.all_reduce(sums, group=ctx.group)
+            dx = _run(sync.BACKWARD_DX, dy, x, weight, mean, invstd, sums / total)
+        need = ctx.needs_input_grad
+        return dx, dweight if need[1] else None, dbias if need[2] else None, None, None, None, None, None
+
+
+class SyncBatchNorm(_OurNormalization, torch.nn.SyncBatchNorm):
+    """torch.nn.SyncBatchNorm (same constructor, parameters, buffers, state_dict and process_group) on our kernels,
+    for [B, C, H, W] inputs, NCHW or channels_last. Training with an initialised process group of more than one rank
+    normalises with the statistics of the whole batch, every rank's part (uneven or empty parts alike): this rank's
+    per-channel (count, mean, M2) gathered in one collective and merged, and in the backward one all_reduce of the
+    per-channel sums; torch.distributed's collectives (NCCL on GPUs, gloo on the CPU, which torch's own
+    SyncBatchNorm refuses), no host synchronisation (CUDA graphs capture a step). Each rank's dweight and dbias are
+    its own part's, as torch's (DDP reduces them). Otherwise (eval mode, no process group, one rank) it normalises
+    as rust_kernels.torch.BatchNorm2d does, with no communication, and torch's implementation runs other ranks of
+    input and what BatchNorm2d leaves to torch's."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        group = self._group()
+        if input.dim() != 4 or (group is None and not self._ours(input)):
+            return super().forward(input)
+        if group is None:
+            return self._normalize(input)
+        self._check_non_zero_input_channels(input)
+        momentum = self._factor() if self.track_running_stats else 0.0
+        running = (self.running_mean, self.running_var) if self.track_running_stats else (None, None)
+        weight = self.weight if self.weight is not None else input.new_ones(input.shape[1])  # affine=False
+        bias = self.bias if self.bias is not None else torch.zeros_like(weight)
+        return _SyncBatchNorm2d.apply(input, weight, bias, *running, momentum, self.eps, group)  # type: ignore[no-any-return]
+
+    def _group(self) -> Any:
+        """The process group whose ranks' batch a training step normalises over; None (this rank's batch alone) in
+        eval mode, without an initialised process group or with one of a single rank, as torch's."""
+        if not self.training or not dist.is_available() or not dist.is_initialized():
+            return None
+        group = self.process_group or dist.group.WORLD
+        return group if dist.get_world_size(group) > 1 else None
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: torch.nn.Module, process_group: Any = None) -> torch.nn.Module:
+        """torch.nn.SyncBatchNorm.convert_sync_batchnorm (every batch norm in `module` a SyncBatchNorm sharing its
+        parameters and buffers, `module` itself included), the SyncBatchNorms of this class."""
+        converted = torch.nn.SyncBatchNorm.convert_sync_batchnorm(module, process_group)
+        for m in converted.modules():
+            if type(m) is torch.nn.SyncBatchNorm:
+                m.__class__ = cls
+        return converted
+
+
+# --- BatchNorm2d with its activation fused ------------------------------------------------------------------------
+class _EagerFusedBatchNorm2d(torch.autograd.Function):
+    """A training step of act(BatchNorm2d(x)) on the fused ops' kernels (activation.py) under a plain
+    autograd.Function: the backward recomputes the activation's input from x, so nothing more is saved."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                momentum: float, eps: float, act: str) -> Tensor:  # fmt: skip
+        y, save_mean, save_invstd = _run(activation.FORWARD, x, weight, bias, running_mean, running_var, momentum,
+                                         eps, act)  # fmt: skip
+        ctx.save_for_backward(x, weight, bias, save_mean, save_invstd)
+        ctx.eps, ctx.act = eps, act
+        return y  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, bias, save_mean, save_invstd = ctx.saved_tensors
+        tensors = (_in_format(dy, x), x, weight, bias, save_mean, save_invstd)
+        if torch.is_grad_enabled():  # create_graph: the operator, which refuses double backward
+            out = _ops.batch_norm_2d_act_backward(*tensors, ctx.eps, ctx.act)
+        else:
+            out = _run(activation.BACKWARD, *tensors, ctx.eps, ctx.act)
+        need = ctx.needs_input_grad[:3]
+        return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None, None, None)
+
+
+def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None = None,
+                      bias: Tensor | None = None, momentum: float = 0.1, eps: float = 1e-5, act: str = "relu"
+                      ) -> Tensor:  # fmt: skip
+    """act(torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, True, momentum, eps)), act
+    "relu" or "silu", in training mode on the fused kernels: one pass fewer forward and the activation's own
+    backward passes saved. x NCHW or channels_last (y in x's memory format); running statistics updated in place."""
+    if weight is None:
+        weight = torch.ones_like(running_var)
+    if bias is None:
+        bias = torch.zeros_like(running_mean)
+    tensors = (x, weight, bias, running_mean, running_var)
+    if _eager(tensors) and forward_ad._current_level < 0:
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+            return _EagerFusedBatchNorm2d.apply(*tensors, momentum, eps, act)  # type: ignore[no-any-return]
+        return _run(activation.FORWARD, *tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
+    return _ops.batch_norm_2d_act_forward(*tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
+
+
+_FUSED = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu"}  # activation modules the fused kernels compute
 
 
 class _BatchNormAct2d(BatchNorm2d):
-    """timm's BatchNormAct2d (a torch.nn.BatchNorm2d with `drop` and `act` modules after it) on our BatchNorm2d: the
-    normalisation ours, then its own drop and activation (not fused into the kernel)."""
+    """timm's BatchNormAct2d (a torch.nn.BatchNorm2d with `drop` and `act` modules after it) on our kernels: in
+    training mode with no drop (nn.Identity) and act nn.ReLU or nn.SiLU, BatchNorm2d and the activation fused in
+    one kernel each way; otherwise our normalisation, then its own drop and activation."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if not self._ours(input):
             return super(BatchNorm2d, self).forward(input)  # timm's own: normalisation, drop and activation
+        fused = _FUSED.get(type(self.act))
+        if self.training and fused is not None and type(self.drop) is torch.nn.Identity:
+            self._check_input_dim(input)
+            momentum = float(self._factor())  # the kernels take it as a scalar
+            return batch_norm_act_2d(input, self.running_mean, self.running_var, self.weight, self.bias,  # type: ignore[arg-type]
+                                     momentum, self.eps, fused)  # fmt: skip
         return self.act(self.drop(self._normalize(input)))
 
 
@@ -233,6 +406,8 @@ def _converted_class(module: torch.nn.Module) -> type | None:
     kind = type(module)
     if kind is torch.nn.BatchNorm2d:
         return BatchNorm2d
+    if kind is torch.nn.SyncBatchNorm:
+        return SyncBatchNorm
     if kind.__name__ == "BatchNormAct2d" and isinstance(module, torch.nn.BatchNorm2d) and hasattr(module, "act") \
             and hasattr(module, "drop"):  # fmt: skip
         return _subclass(kind, _BatchNormAct2d)
@@ -255,19 +430,20 @@ def _subclass(kind: type, ours: type) -> type:
 
 
 def convert(model: torch.nn.Module) -> torch.nn.Module:
-    """Makes every torch.nn.BatchNorm2d in `model` (the model itself included) a rust_kernels BatchNorm2d, in place,
-    and returns `model`; timm's BatchNormAct2d gets our normalisation before its own drop and activation, and
-    torchvision's FrozenBatchNorm2d our eval-mode kernels. The modules stay the same objects, only their class
-    changes (as torch's lazy modules do), so parameters (the optimizer's references too), buffers, device, dtype,
-    requires_grad, hooks and train/eval state are kept. Other subclasses of torch.nn.BatchNorm2d are left alone
-    (their forward may differ), and so are other batch norms (SyncBatchNorm): a warning counts what was left, never
-    silently."""
+    """Makes every torch.nn.BatchNorm2d in `model` (the model itself included) a rust_kernels BatchNorm2d, and every
+    torch.nn.SyncBatchNorm a rust_kernels SyncBatchNorm, in place, and returns `model`; timm's BatchNormAct2d gets
+    our kernels (in training mode with ReLU or SiLU and no drop, the normalisation and activation fused; else our
+    normalisation before its own drop and activation), and torchvision's FrozenBatchNorm2d our eval-mode kernels.
+    The modules stay the same objects, only their class changes (as torch's lazy modules do), so parameters (the
+    optimizer's references too), buffers, device, dtype, requires_grad, hooks, process groups and train/eval state
+    are kept. Other subclasses of torch.nn.BatchNorm2d are left alone (their forward may differ), and so are other
+    batch norms (BatchNorm1d, a user's subclass): a warning counts what was left, never silently."""
     left: Counter[str] = Counter()
     for module in model.modules():
         target = _converted_class(module)
         if target is not None:
             module.__class__ = target
-        elif not isinstance(module, BatchNorm2d | _FrozenBatchNorm2d) and _is_batch_norm(module):
+        elif not isinstance(module, BatchNorm2d | SyncBatchNorm | _FrozenBatchNorm2d) and _is_batch_norm(module):
             left[type(module).__name__] += 1
     if left:
         kinds = ", ".join(f"{count} {name}" for name, count in left.items())

@@ -9,7 +9,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBool, PyFloat, PyInt, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyFloat, PyInt, PyString, PyTuple};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -79,6 +79,7 @@ const NONE: u64 = 0;
 const BOOL: u64 = 1;
 const INT: u64 = 2;
 const FLOAT: u64 = 3;
+const STR: u64 = 4;
 
 /// One op's decided launches by signature (at most `capacity`: a program cycling through more starts afresh).
 ///
@@ -121,8 +122,8 @@ impl FastCalls {
         Ok(self.library.get())
     }
 
-    /// The signature of a call, or None where it has no fast path: a scalar not None, bool, int (i64) or float, an
-    /// array not of a plain type or not on a CUDA device.
+    /// The signature of a call, or None where it has no fast path: a scalar not None, bool, int (i64), float or
+    /// str, an array not of a plain type or not on a CUDA device.
     fn signature(
         py: Python<'_>,
         library: &Library,
@@ -143,6 +144,16 @@ impl FastCalls {
                 }
             } else if scalar.is_exact_instance_of::<PyFloat>() {
                 (FLOAT, scalar.extract::<f64>()?.to_bits())
+            } else if let Ok(text) = scalar.downcast_exact::<PyString>() {
+                // Its length, then its bytes in 8-byte words: the key holds the whole string.
+                let bytes = text.to_str()?.as_bytes();
+                key.extend([STR, bytes.len() as u64]);
+                key.extend(bytes.chunks(8).map(|chunk| {
+                    let mut word = [0u8; 8];
+                    word[..chunk.len()].copy_from_slice(chunk);
+                    u64::from_le_bytes(word)
+                }));
+                continue;
             } else {
                 return Ok(None);
             };

@@ -98,21 +98,24 @@ class ForwardInference(Baseline):
 
 
 class Training(Baseline):
-    """One training-mode BatchNorm2d forward + backward (what a training step runs per layer), NCHW or channels_last:
-    ours (the torch-native ops' kernels), PyTorch eager (F.batch_norm and its autograd backward), torch.compile of
-    the same module function (Inductor's forward and backward kernels) and an 8-pass copy (the bound)."""
+    """One training-mode BatchNorm2d forward + backward (what a training step runs per layer), NCHW or channels_last,
+    alone or followed by an activation (ReLU): ours (the torch-native ops' kernels, or the fused act ops), PyTorch
+    eager (F.batch_norm, then the activation, and their autograd backward), torch.compile of the same function
+    (Inductor's forward and backward kernels) and an 8-pass copy (the bound: the fused kernels move no more)."""
 
     family = "batch_norm_2d_forward"
     suite = "batch_norm_2d"
     bench_shapes = [(32, 256, 56, 56), (128, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
                     (128, 1024, 14, 14), (128, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
 
-    def __init__(self, channels_last: bool) -> None:
+    def __init__(self, channels_last: bool, activation: str | None = None) -> None:
         self.channels_last = channels_last
+        self.activation = activation  # fused after the normalisation: the act ops against BN then the activation
 
     @property
     def name(self) -> str:
-        return "batch_norm_2d_training" + ("_channels_last" if self.channels_last else "")
+        act = f"_{self.activation}" if self.activation else ""
+        return f"batch_norm_2d_training{act}" + ("_channels_last" if self.channels_last else "")
 
     def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
         """The forward reads x for the statistics, then x again and writes y; the backward reads dy and x to reduce,
@@ -132,6 +135,11 @@ class Training(Baseline):
         y, dx = torch.empty_like(x), torch.empty_like(x)
         leaves = [t.detach().clone().requires_grad_() for t in (x, weight, bias)]
 
+        act = {None: lambda t: t, "relu": torch.relu, "silu": F.silu}[self.activation]
+
+        def maths(*args: Any) -> Any:
+            return act(F.batch_norm(*args))
+
         def eager_step(fn: Callable[..., Any]) -> Callable[[], Any]:
             def step() -> Any:
                 out = fn(leaves[0], mean, var, leaves[1], leaves[2], True, 0.1, EPS)
@@ -139,16 +147,8 @@ class Training(Baseline):
 
             return step
 
-        fwd, bwd = ops.batch_norm_2d_forward, ops.batch_norm_2d_backward
         native = torch.ops.rust_kernels
-
-        def ours() -> Any:
-            _, save_mean, save_invstd = fwd(x, weight, bias, mean, var, True, 0.1, EPS)
-            return bwd(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS)
-
-        def ours_op() -> Any:
-            _, save_mean, save_invstd = native.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS)
-            return native.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS)
+        ours, ours_op = (self._ours(library, x, dy, weight, bias, mean, var) for library in (ops, native))
 
         def bound() -> Any:
             torch.neg(x, out=y)
@@ -158,13 +158,32 @@ class Training(Baseline):
         return {
             "ours": ours,
             "ours_op": ours_op,
-            "torch": eager_step(F.batch_norm),
-            "compile": eager_step(torch.compile(F.batch_norm, dynamic=False)),
+            "torch": eager_step(maths),
+            "compile": eager_step(torch.compile(maths, dynamic=False)),
             "bound": bound,
         }
+
+    def _ours(self, library: Any, x: Any, dy: Any, weight: Any, bias: Any, mean: Any, var: Any) -> Callable[[], Any]:
+        """Our forward + backward ops from `library` (rust_kernels.ops, or torch.ops.rust_kernels)."""
+        if self.activation is None:
+
+            def plain() -> Any:
+                _, save_mean, save_invstd = library.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS)
+                return library.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS)
+
+            return plain
+        act = self.activation
+
+        def fused() -> Any:
+            _, save_mean, save_invstd = library.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, act)
+            return library.batch_norm_2d_act_backward(dy, x, weight, bias, save_mean, save_invstd, EPS, act)
+
+        return fused
 
 
 register(Backward())
 register(ForwardInference())
 register(Training(channels_last=False))
 register(Training(channels_last=True))
+register(Training(channels_last=False, activation="relu"))
+register(Training(channels_last=True, activation="relu"))

@@ -59,8 +59,8 @@ def check_inputs(
     x_name: str, shape: Shape4, same: dict[str, Any], per_channel: dict[str, Any], backend: str
 ) -> tuple[str, str]:
     """Checks shapes and dtypes against x (`same`: arrays shaped like x, `per_channel`: [C] arrays); returns the
-    activations' and the parameters' dtype names: x's for both, or f32 parameters for bf16/f16 x (autocast's
-    pairing)."""
+    activations' and the parameters' dtype names: x's for both (also where there are no [C] arrays), or f32
+    parameters for bf16/f16 x (autocast's pairing)."""
     check_backend(backend)
     channels = shape[1]
     for name, a in same.items():
@@ -73,6 +73,8 @@ def check_inputs(
     for name, a in same.items():
         if arrays.dtype_name(a) != dtype:
             raise ArgumentError(f"{name}: expected dtype {dtype} like {x_name}, got {arrays.dtype_name(a)}")
+    if not per_channel:  # no parameters: their dtype is the activations'
+        return dtype, dtype
     first_name, first = next(iter(per_channel.items()))
     param = arrays.dtype_name(first)
     allowed = {dtype, "f32"} if DTYPES[dtype].acc == "f32" and dtype != "f32" else {dtype}
@@ -154,14 +156,16 @@ def acc_dtype(dtype: str) -> str:
 
 
 def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str, ...],
-             saved: tuple[str, ...] = ()) -> Any:  # fmt: skip
+             saved: tuple[str, ...] = (), part: bool = False) -> Any:  # fmt: skip
     """Op `op`'s `describe`: x (NCHW shape; NCHW or, in training mode, channels_last in memory) and the arrays shaped
     like it (`same`), the [C] arrays (`per_channel`) and, in training mode, the saved batch statistics (`saved`:
     [C] in the accumulation type), their dtypes (check_inputs); the kernel arguments B, C, HW, eps, momentum and
-    count (B * H * W). Runs on fake tensors too (torch.compile's tracing): only shapes, strides and dtypes are read."""
+    count (B * H * W). `part`: an op of SyncBatchNorm's, over one rank's part of the batch: training mode, whose
+    part may hold a single value per channel (or none). Runs on fake tensors too (torch.compile's tracing): only
+    shapes, strides and dtypes are read."""
 
     def problem(named: dict[str, Any], scalars: dict[str, Any], backend: str) -> Problem:
-        training = scalars.get("training", False)
+        training = part or scalars.get("training", False)
         shape = nchw(x_name, named[x_name])
         shaped = {n: named[n] for n in same}
         dtype, param = check_inputs(x_name, shape, shaped, {n: named[n] for n in per_channel}, backend)
@@ -174,7 +178,7 @@ def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str
             raise ArgumentError(f"{x_name}: channels_last arrays in eval mode are not implemented by {op} (its eval "
                                 "kernels are NCHW): pass x.contiguous(), or training=True")  # fmt: skip
         if training:
-            if count == 1:
+            if count == 1 and not part:
                 raise ArgumentError(f"{x_name}: training mode needs more than 1 value per channel, got input size "
                                     f"{list(shape)}")  # fmt: skip
             for name in saved:
@@ -185,7 +189,7 @@ def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str
                 if got != acc_dtype(dtype):
                     raise ArgumentError(f"{name}: expected the saved batch statistics in {acc_dtype(dtype)} (the "
                                         f"accumulation type of {dtype}), got {got}")  # fmt: skip
-        values = {"B": batches, "C": channels, "HW": height * width, "eps": scalars["eps"],
+        values = {"B": batches, "C": channels, "HW": height * width, "eps": scalars.get("eps", 0.0),
                   "momentum": scalars.get("momentum", 0.0), "count": float(count)}  # fmt: skip
         return Problem(shape, dtype, param, values, scalars, order)
 

@@ -18,14 +18,20 @@ from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dBackwardElementwise,
+    BatchNorm2dBackwardElementwiseAct,
     BatchNorm2dBackwardReduce,
+    BatchNorm2dBackwardReduceAct,
     BatchNorm2dBatchStats,
     BatchNorm2dNormalize,
+    BatchNorm2dNormalizeAct,
 )
 from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 
-FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize)
-BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise)
+FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct)
+BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
+                    BatchNorm2dBackwardElementwiseAct)  # fmt: skip
+# The activations fused after the normalisation (the *_act kernels' ACTIVATION const); 0: none (the plain kernels).
+ACTIVATIONS = {"relu": 1, "silu": 2}
 MAX_SPLIT = 256
 # The reductions' CTA size (measured on the H200: 256 was best or within a few percent of 128 on every shape of a
 # sweep, so 128 is not built: half the instances).
@@ -91,14 +97,20 @@ def elementwise_grid(shape: common.Shape4, dtype: str, vectorized: int, channels
     return ctas
 
 
+def _activation(activation: int) -> tuple[int, ...]:
+    """The ACTIVATION const of a *_act kernel, none for the plain ones."""
+    return (activation,) if activation else ()
+
+
 def reduction(kind: type, shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool,
-              sms: int, split: int | None = None, width: int = 3) -> Plan:  # fmt: skip
+              sms: int, split: int | None = None, width: int = 3, activation: int = 0) -> Plan:  # fmt: skip
     """A reduction launch (`kind`: the statistics or the backward's sums, `width` values per partial) with its
     workspaces: partials [C][SPLIT][width] and an arrival counter per channel or column block; `split` overrides
     the geometry's."""
     grid_x, own_split, cols = geometry(shape, dtype, vectorized, channels_last, sms)
     split = split or own_split
-    kernel = kind(REDUCTION_BLOCK, vectorized, int(channels_last), dtype=dtype, param_dtype=param)
+    kernel = kind(REDUCTION_BLOCK, vectorized, int(channels_last), *_activation(activation), dtype=dtype,
+                  param_dtype=param)  # fmt: skip
     channels = shape[1]
     spaces = (Workspace("workspace", kernel.dtype_info.acc, channels * split * width),
               Workspace("counters", "u32", channels))  # fmt: skip
@@ -106,8 +118,9 @@ def reduction(kind: type, shape: common.Shape4, dtype: str, param: str, vectoriz
 
 
 def elementwise(kind: type, shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool,
-                sms: int, ctas: int | None = None) -> Plan:  # fmt: skip
-    kernel = kind(ELEMENTWISE_BLOCK, vectorized, int(channels_last), dtype=dtype, param_dtype=param)
+                sms: int, ctas: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
+    kernel = kind(ELEMENTWISE_BLOCK, vectorized, int(channels_last), *_activation(activation), dtype=dtype,
+                  param_dtype=param)  # fmt: skip
     ctas = ctas or elementwise_grid(shape, dtype, vectorized, channels_last, sms)
     return Plan(kernel, (ctas, 1, 1), (("CTAS", ctas),))
 
@@ -118,18 +131,22 @@ def sums(shape: common.Shape4, dtype: str) -> Workspace:
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-            split: int | None = None, ctas: int | None = None) -> Plan:  # fmt: skip
-    """The statistics launch, then the normalize launch, in pack mode `vectorized`."""
+            split: int | None = None, ctas: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
+    """The statistics launch, then the normalize launch (with `activation` fused), in pack mode `vectorized`."""
     stats = reduction(BatchNorm2dBatchStats, shape, dtype, param, vectorized, channels_last, sms, split)
-    normalize = elementwise(BatchNorm2dNormalize, shape, dtype, param, vectorized, channels_last, sms, ctas)
+    kind = BatchNorm2dNormalizeAct if activation else BatchNorm2dNormalize
+    normalize = elementwise(kind, shape, dtype, param, vectorized, channels_last, sms, ctas, activation)
     return Plan(stats.kernel, stats.grid, stats.values, stats.workspaces, (normalize,))
 
 
 def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-             split: int | None = None, ctas: int | None = None) -> Plan:  # fmt: skip
-    """The reduction launch, then the elementwise launch (sharing the `sums` workspace), in pack mode `vectorized`."""
-    reduce = reduction(BatchNorm2dBackwardReduce, shape, dtype, param, vectorized, channels_last, sms, split, 2)
-    dx = elementwise(BatchNorm2dBackwardElementwise, shape, dtype, param, vectorized, channels_last, sms, ctas)
+             split: int | None = None, ctas: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
+    """The reduction launch, then the elementwise launch (sharing the `sums` workspace), in pack mode `vectorized`;
+    through the fused `activation`'s gradient where it is not 0."""
+    kinds = ((BatchNorm2dBackwardReduceAct, BatchNorm2dBackwardElementwiseAct) if activation
+             else (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise))  # fmt: skip
+    reduce = reduction(kinds[0], shape, dtype, param, vectorized, channels_last, sms, split, 2, activation)
+    dx = elementwise(kinds[1], shape, dtype, param, vectorized, channels_last, sms, ctas, activation)
     space = sums(shape, dtype)
     return Plan(
         reduce.kernel,
@@ -141,25 +158,27 @@ def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, chan
 
 
 @cache  # a pure function of its arguments: the ops ask it on every call they decide
-def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool
-         ) -> Plan:  # fmt: skip
+def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool,
+         activation: int = 0) -> Plan:  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
-    return (forward if which == "forward" else backward)(shape, dtype, param, vectorized, channels_last, sms)
+    build = forward if which == "forward" else backward
+    return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation)
 
 
 @cache
 def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
-                channels_last: bool) -> tuple[Plan, ...]:  # fmt: skip
-    own = plan(which, shape, dtype, param, alignment, sms, channels_last)
+                channels_last: bool, activation: int) -> tuple[Plan, ...]:  # fmt: skip
+    own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation)
     layouts = [channels_last]
     if shape[2] * shape[3] == 1 and shape[1] > 1:  # NCHW is NHWC then: the channels_last kernels read rows of C
         layouts.append(not channels_last)
-    out = [own] + [p for layout in layouts for p in _around(which, shape, dtype, param, alignment, sms, layout)]
+    out = [own] + [p for layout in layouts
+                   for p in _around(which, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
     return tuple(dict.fromkeys(out))
 
 
 def _around(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
-            channels_last: bool) -> list[Plan]:  # fmt: skip
+            channels_last: bool, activation: int) -> list[Plan]:  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     _, own_split, _ = geometry(shape, dtype, vectorized, channels_last, sms)
     around = (own_split // 4, own_split // 2, own_split, own_split * 2, own_split * 4)
@@ -171,7 +190,7 @@ def _around(which: str, shape: common.Shape4, dtype: str, param: str, alignment:
         step = max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
     grids = dict.fromkeys(max(step, (own_ctas * scale // 2) // step * step) for scale in (1, 2, 4))
     build = forward if which == "forward" else backward
-    return [build(shape, dtype, param, vectorized, channels_last, sms, s, c) for s in splits for c in grids]
+    return [build(shape, dtype, param, vectorized, channels_last, sms, s, c, activation) for s in splits for c in grids]
 
 
 def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
@@ -179,12 +198,18 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     quarter to four times the rule's (in powers of two), by the elementwise grid at half, once and twice the rule's
     (kept a multiple of what channels_last needs); where H*W = 1, in both memory formats' kernels."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
-                       placement.sms, problem.order is not None)  # fmt: skip
+                       placement.sms, problem.order is not None, activation_of(problem))  # fmt: skip
 
 
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:
     return plan(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
-                problem.order is not None)  # fmt: skip
+                problem.order is not None, activation_of(problem))  # fmt: skip
+
+
+def activation_of(problem: Problem) -> int:
+    """The ACTIVATION const a problem's elementwise kernels fuse (0: none; the torch-native ops have no activation)."""
+    name = problem.scalars.get("activation")
+    return 0 if name is None else ACTIVATIONS[name]
 
 
 def fits(plan: Plan, problem: Problem) -> str | None:
@@ -196,6 +221,9 @@ def fits(plan: Plan, problem: Problem) -> str | None:
         if isinstance(kernel, FORWARD_KERNELS + BACKWARD_KERNELS) != training:
             mode = "training" if training else "eval"
             return f"its kernel {kernel.name} is not one of {mode} mode's"
+        fused = getattr(kernel, "activation", 0)
+        if not isinstance(kernel, BatchNorm2dBatchStats) and fused != activation_of(problem):
+            return f"its kernel {kernel.id} fuses activation {fused}, the call {activation_of(problem)} (0: none)"
     return layout_fits(plan, problem) if training else None
 
 

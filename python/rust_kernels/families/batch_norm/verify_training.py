@@ -1,6 +1,7 @@
-"""What verifies BatchNorm2d in training mode (the torch-native ops with training=True), NCHW and channels_last: the
-inputs, spaces and layouts, the float64 references and the tolerance models (error bounds derived from the
-arithmetic, never tuned). u: the unit roundoff of the accumulation type; u64 = 2^-53, the reference's.
+"""What verifies BatchNorm2d in training mode (the torch-native ops with training=True, and SyncBatchNorm's per-rank
+statistics, batch_norm_2d_moments: the forward's mean and M2), NCHW and channels_last: the inputs, spaces and
+layouts, the float64 references and the tolerance models (error bounds derived from the arithmetic, never tuned).
+u: the unit roundoff of the accumulation type; u64 = 2^-53, the reference's.
 
 Forward. The kernels accumulate x - K, K the channel's first value (the shift: exact), by Welford batches merged
 pairwise (Chan et al.). Every quantity a merge rounds is bounded by S1 = sum|x - K| (means) or S2 = sum (x - K)^2
@@ -29,7 +30,8 @@ import numpy as np
 
 from rust_kernels import arrays
 from rust_kernels.dtypes import DTYPES
-from rust_kernels.families.batch_norm import backward, common, forward, training
+from rust_kernels.families.batch_norm import backward, common, forward, sync, training
+from rust_kernels.kernels import BatchNorm2dMoments  # type: ignore[attr-defined]
 from rust_kernels.registry import Family, Layout, Space
 from rust_kernels.runtime import Plan
 
@@ -112,6 +114,31 @@ def _scalar(plan: Plan, name: str, value: float) -> float:
     return float(np.float32(value)) if DTYPES[plan.kernel.dtype].acc == "f32" else value
 
 
+def _statistics(x: np.ndarray) -> dict[str, Any]:
+    """x's per-channel count n, mean and M2 in float64 (correctly rounded sums), and the magnitudes that bound the
+    kernels' rounding: s1 = sum|x - K|, s2 = sum (x - K)^2, K the channel's first value (the kernels' shift)."""
+    return _memo("statistics", x, lambda: _compute_statistics(x))  # type: ignore[no-any-return]
+
+
+def _compute_statistics(x: np.ndarray) -> dict[str, Any]:
+    rows = _per_channel(x)
+    n = rows.shape[1]
+    mean = _fsum(rows) / max(n, 1)
+    m2 = _fsum((rows - mean[:, None]) ** 2)
+    shift = rows[:, 0] if n else np.zeros(len(rows))
+    return {"mean": mean, "m2": m2, "n": n, "s1": np.abs(rows - shift[:, None]).sum(axis=1),
+            "s2": ((rows - shift[:, None]) ** 2).sum(axis=1)}  # fmt: skip
+
+
+def _statistics_errors(plan: Plan, shape: tuple[int, ...], st: dict[str, Any], mean: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Bounds of the kernels' errors in the mean and in M2 (the module docstring's)."""
+    u = DTYPES[plan.kernel.dtype].unit_roundoff
+    d = summation_depth(plan, shape)
+    dmean = common.gamma(u, 3 * d) * st["s1"] / max(st["n"], 1) + u * np.abs(mean)
+    return dmean, common.gamma(u, 4 * d) * st["s2"]
+
+
 class _Training(Family):
     dtypes = common.DTYPE_KEYS
     spaces = SPACES
@@ -126,9 +153,10 @@ class _Training(Family):
         b, _, h, w = shape
         return "training mode needs more than 1 value per channel" if b * h * w == 1 else None
 
-    def _plans(self, build: Any, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool) -> list[Plan]:
-        """Both layouts, every pack their runs allow, the plan's own split and forced ones; the elementwise launch
-        with its own grid and with the fewest CTAs."""
+    def _plans(self, build: Any, backend: str, shape: tuple[int, ...], dtype: str, elementwise: bool = True
+               ) -> list[Plan]:  # fmt: skip
+        """Both layouts, every pack their runs allow, the plan's own split and forced ones; where the plans end in
+        an `elementwise` launch, with its own grid and with the fewest CTAs."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else LISTED_SMS
         every_grid = backend == "cuda" or dtype == HOST_EVERY_GRID
@@ -137,7 +165,7 @@ class _Training(Family):
             for vectorized in _packs(shape, storage, channels_last):
                 for split in SPLITS[backend] if every_grid else (None,):
                     out.append(build(shape, storage, param, vectorized, channels_last, sms, split))
-                if not every_grid:
+                if not every_grid or not elementwise:
                     continue
                 if channels_last:
                     groups = shape[1] // common.unit_elements(vectorized, storage)
@@ -171,22 +199,10 @@ class TrainingForward(_Training):
         out = super().run(plan, data | running, backend)
         return (*out, running["running_mean"], running["running_var"])
 
-    def _statistics(self, inputs: dict[str, np.ndarray], plan: Plan) -> dict[str, np.ndarray]:
-        return _memo("statistics", inputs["x"], lambda: self._compute_statistics(inputs))  # type: ignore[no-any-return]
-
-    def _compute_statistics(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rows = _per_channel(inputs["x"])
-        n = rows.shape[1]
-        mean = _fsum(rows) / max(n, 1)
-        m2 = _fsum((rows - mean[:, None]) ** 2)
-        shift = rows[:, 0] if n else np.zeros(len(rows))
-        return {"mean": mean, "m2": m2, "n": n, "s1": np.abs(rows - shift[:, None]).sum(axis=1),
-                "s2": ((rows - shift[:, None]) ** 2).sum(axis=1)}  # fmt: skip
-
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
         """(y, save_mean, save_invstd, running_mean, running_var) in float64. An empty batch launches nothing: the
         saved statistics are zeros, the running ones unchanged."""
-        st = self._statistics(inputs, plan)
+        st = _statistics(inputs["x"])
         eps, momentum = (_scalar(plan, k, self.scalars[k]) for k in ("eps", "momentum"))
         x, weight, bias, rm, rv = (np.asarray(inputs[k], np.float64) for k in
                                    ("x", "weight", "bias", "running_mean", "running_var"))  # fmt: skip
@@ -205,15 +221,14 @@ class TrainingForward(_Training):
         dtype, param = plan.kernel.dtype, plan.kernel.param_dtype
         u = DTYPES[dtype].unit_roundoff
         us, up = DTYPES[dtype].storage_roundoff, DTYPES[param].storage_roundoff
-        st = self._statistics(inputs, plan)
-        n, d = st["n"], summation_depth(plan, shape)
+        st = _statistics(inputs["x"])
+        n = st["n"]
         eps, momentum = (_scalar(plan, k, self.scalars[k]) for k in ("eps", "momentum"))
         _, mean, invstd, rm, rv = ref
         if n == 0:  # nothing launched: exact
             return [np.full_like(r, common.floor(dtype)) for r in ref]
         var = st["m2"] / n
-        dmean = common.gamma(u, 3 * d) * st["s1"] / n + u * np.abs(mean)
-        dm2 = common.gamma(u, 4 * d) * st["s2"]
+        dmean, dm2 = _statistics_errors(plan, shape, st, mean)
         dvar = dm2 / n + u * var
         dinvstd = invstd * (dvar / (2 * (var + eps)) + 4 * u)
         x, weight, bias, old_rm, old_rv = (np.asarray(inputs[k], np.float64) for k in
@@ -235,7 +250,7 @@ class TrainingForward(_Training):
                 for s, k, r, e in zip(stored, kernel, ref, reference, strict=True)]  # fmt: skip
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
-        return self._plans(training.forward, backend, shape, dtype, exhaustive)
+        return self._plans(training.forward, backend, shape, dtype)
 
 
 class TrainingBackward(_Training):
@@ -296,7 +311,47 @@ class TrainingBackward(_Training):
                 for s, k, r, e in zip((us, up, up), kernel, ref, reference, strict=True)]  # fmt: skip
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
-        return self._plans(training.backward, backend, shape, dtype, exhaustive)
+        return self._plans(training.backward, backend, shape, dtype)
 
 
-FAMILIES = (TrainingForward(), TrainingBackward())
+class Moments(_Training):
+    """SyncBatchNorm's per-rank statistics (batch_norm_2d_moments): each channel's mean and M2, with the forward's
+    error bounds; one value per channel is a part of a batch like any other."""
+
+    op = sync.MOMENTS
+    dtypes = ("f32", "f64", "bf16", "f16")  # no parameters: no mixed pairing
+    spaces = {b: dataclasses.replace(s, scalars={}) for b, s in SPACES.items()}  # noqa: RUF012
+    suites = {  # noqa: RUF012
+        "cuda": TrainingForward.suites["cuda"],
+        "host": [(2, 3, 5, 7), (1, 5, 1, 1), (2, 16, 4, 4)],
+    }
+
+    def refusal(self, shape: tuple[int, ...]) -> str | None:
+        return None
+
+    def inputs(self, shape: tuple[int, ...], dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
+        return common.random_inputs(shape, dtype, seed, ("x",))  # type: ignore[arg-type]
+
+    def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
+        """(mean, m2) in float64: zeros for an empty batch (nothing launched)."""
+        st = _statistics(inputs["x"])
+        return st["mean"], st["m2"]
+
+    def tolerances(self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray],
+                   ref: tuple[np.ndarray, ...]) -> list[np.ndarray]:  # fmt: skip
+        st = _statistics(inputs["x"])
+        tiny = common.floor(plan.kernel.dtype)
+        if st["n"] == 0:  # nothing launched: exact
+            return [np.full_like(r, tiny) for r in ref]
+        dmean, dm2 = _statistics_errors(plan, shape, st, ref[0])
+        return [dmean + 16 * U64 * np.abs(ref[0]) + tiny, dm2 + 16 * U64 * st["s2"] + tiny]
+
+    def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
+        def build(shape: common.Shape4, storage: str, param: str, vectorized: int, channels_last: bool, sms: int,
+                  split: int | None) -> Plan:  # fmt: skip
+            return training.reduction(BatchNorm2dMoments, shape, storage, param, vectorized, channels_last, sms, split)
+
+        return self._plans(build, backend, shape, dtype, elementwise=False)
+
+
+FAMILIES = (TrainingForward(), TrainingBackward(), Moments())

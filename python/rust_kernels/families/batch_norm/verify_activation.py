@@ -1,0 +1,140 @@
+"""What verifies BatchNorm2d with its activation fused (activation.py): the training families' inputs, spaces, plans
+and error bounds, through the activation. The plans cover both activations; each runs and is referenced with the
+activation its kernels fuse.
+
+Forward: y = act(z), z the training forward's output, |act'| <= L (1 for ReLU, 1.0998 for SiLU), so
+|y^ - y| <= L |z^ - z| + 4u |y| (SiLU's sigmoid and product round a few times).
+
+Backward: the kernels recompute z from x, the saved statistics and the parameters in the accumulation type:
+|z^ - z| <= dz = 6u (|x - mean| |weight| invstd + |bias|). They then run the training backward on g = act'(z^) dy in
+dy's stead, so its bounds hold for g, plus what the difference of g^ from the reference's g = act'(z) dy adds:
+dg <= |dy| where ReLU's branch is ambiguous (|z| <= dz), else 0; SiLU's |act''| <= 0.5, so dg <= |dy| (dz / 2 + 8u).
+A per-element dg reaches the sums whole (sum |dg| into dbias, sum |dg| |x - mean| into the other), and dx through
+its own element (|k1| dg) and the sums' terms.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from rust_kernels.dtypes import DTYPES
+from rust_kernels.families.batch_norm import activation, training, verify_training
+from rust_kernels.families.batch_norm.verify_training import SPACES, TrainingBackward, TrainingForward
+from rust_kernels.runtime import Plan
+
+NAMES = {code: name for name, code in training.ACTIVATIONS.items()}
+LIPSCHITZ = {"relu": 1.0, "silu": 1.0998}
+HOST_SUITE = [(2, 3, 2, 2), (2, 16, 4, 4)]  # the second: packs in both layouts (the first adds no instance)
+# Fuzz and property cases: both activations, and the training families' shapes (smaller on the host).
+SPACE_SCALARS = {"activation": ("relu", "silu")}
+
+
+def name_of(plan: Plan) -> str:
+    """The activation the plan's normalize or elementwise launch fuses."""
+    return NAMES[plan.launches[-1].kernel.activation]
+
+
+def act(name: str, z: np.ndarray) -> np.ndarray:
+    return np.maximum(z, 0.0) if name == "relu" else z / (1 + np.exp(-z))
+
+
+def act_grad(name: str, z: np.ndarray) -> np.ndarray:
+    if name == "relu":
+        return (z > 0).astype(np.float64)
+    s = 1 / (1 + np.exp(-z))
+    return s * (1 + z * (1 - s))
+
+
+class _Fused:
+    """The activation-fused op's family on top of a training family: runs a plan with its own activation (the op's
+    plan: the family's scalars') and plans both activations."""
+
+    scalars: dict[str, Any]
+
+    def run(self, plan: Plan | None, data: dict[str, Any], backend: str) -> tuple[Any, ...]:
+        own = copy.copy(self)  # with the plan's activation among the scalars the op is called with
+        if plan is not None:
+            own.scalars = self.scalars | {"activation": name_of(plan)}
+        return super(_Fused, own).run(plan, data, backend)  # type: ignore[misc, no-any-return]
+
+    def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
+        return [p for code in NAMES for p in self._plans(partial(self.build, activation=code), backend, shape, dtype)]  # type: ignore[attr-defined]
+
+
+def _spaces(scalars: tuple[str, ...]) -> dict[str, Any]:
+    return {b: dataclasses.replace(s, scalars={k: s.scalars[k] for k in scalars} | SPACE_SCALARS,
+                                   max_log2_elements=min(s.max_log2_elements, 10 if b == "host" else 22))
+            for b, s in SPACES.items()}  # fmt: skip
+
+
+class FusedForward(_Fused, TrainingForward):
+    op = activation.FORWARD
+    scalars = {"momentum": 0.1, "eps": 1e-5, "activation": "relu"}  # noqa: RUF012
+    spaces = _spaces(("eps", "momentum"))
+    suites = {"cuda": TrainingForward.suites["cuda"], "host": HOST_SUITE}  # noqa: RUF012
+    build = staticmethod(training.forward)
+
+    def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
+        z, *rest = super().reference(inputs, plan)
+        return (act(name_of(plan), z), *rest)
+
+    def tolerances(self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray],
+                   ref: tuple[np.ndarray, ...]) -> list[np.ndarray]:  # fmt: skip
+        z = TrainingForward.reference(self, inputs, plan)[0]
+        dz, *rest = super().tolerances(plan, shape, inputs, (z, *ref[1:]))
+        u = DTYPES[plan.kernel.dtype].unit_roundoff
+        return [LIPSCHITZ[name_of(plan)] * dz + 4 * u * np.abs(ref[0]), *rest]
+
+
+class FusedBackward(_Fused, TrainingBackward):
+    op = activation.BACKWARD
+    scalars = {"eps": 1e-5, "activation": "relu"}  # noqa: RUF012
+    spaces = _spaces(("eps",))
+    suites = {"cuda": TrainingBackward.suites["cuda"], "host": HOST_SUITE}  # noqa: RUF012
+    build = staticmethod(training.backward)
+
+    def inputs(self, shape: tuple[int, ...], dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
+        """The training backward's, with a bias (the parameters' dtype) for z."""
+        out = super().inputs(shape, dtype, seed)
+        rng = np.random.default_rng(seed + 1)
+        return out | {"bias": (rng.standard_normal(shape[1]) * 0.5).astype(out["weight"].dtype)}
+
+    def _through(self, inputs: dict[str, np.ndarray], name: str, u: float) -> tuple[dict, np.ndarray]:
+        """The inputs with dy replaced by the reference's g = act'(z) dy, and the bound dg of the kernels' g."""
+        dy, x, weight, bias, mean, invstd = (np.asarray(inputs[k], np.float64) for k in
+                                             ("dy", "x", "weight", "bias", "save_mean", "save_invstd"))  # fmt: skip
+        c = (slice(None), None, None)
+        z = (x - mean[c]) * (weight * invstd)[c] + bias[c]
+        dz = 6 * u * (np.abs(x - mean[c]) * (np.abs(weight) * invstd)[c] + np.abs(bias)[c])
+        g = verify_training._memo(f"grad {name}", inputs["dy"], lambda: act_grad(name, z) * dy)
+        dg = np.abs(dy) * (np.where(np.abs(z) <= dz, 1.0, 0.0) if name == "relu" else dz / 2 + 8 * u)
+        return inputs | {"dy": g}, dg
+
+    def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
+        through, _ = self._through(inputs, name_of(plan), 0.0)
+        return super().reference(through, plan)
+
+    def tolerances(self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray],
+                   ref: tuple[np.ndarray, ...]) -> list[np.ndarray]:  # fmt: skip
+        dtype, param = plan.kernel.dtype, plan.kernel.param_dtype
+        u = DTYPES[dtype].unit_roundoff
+        through, dg = self._through(inputs, name_of(plan), u)
+        ddx, ddweight, ddbias = super().tolerances(plan, shape, through, ref)
+        x, weight, mean, invstd = (np.asarray(inputs[k], np.float64) for k in ("x", "weight", "save_mean",
+                                                                                "save_invstd"))  # fmt: skip
+        c = (slice(None), None, None)
+        xmu = np.abs(x - mean[c])
+        n = max(1, dg.size // max(1, dg.shape[1]))
+        s1, s2 = dg.sum(axis=(0, 2, 3)), (dg * xmu).sum(axis=(0, 2, 3))
+        k1 = np.abs(weight) * invstd
+        extra_dx = k1[c] * dg + (k1 * s1 / n)[c] + xmu * (k1 * invstd**2 * s2 / n)[c]
+        us, up = DTYPES[dtype].storage_roundoff, DTYPES[param].storage_roundoff
+        return [ddx + (1 + us) * extra_dx, ddweight + (1 + up) * invstd * s2, ddbias + (1 + up) * s1]
+
+
+FAMILIES = (FusedForward(), FusedBackward())
