@@ -4,11 +4,13 @@ formats; refusals; the torch operators (opcheck, gradcheck) on CPU tensors; on t
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 
-import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+import rust_kernels.torch
 from rust_kernels import ops
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
@@ -17,7 +19,7 @@ from rust_kernels.families.batch_norm.common import split_key
 
 EPS = 1e-5
 OPS = torch.ops.rust_kernels
-ACT = {"relu": torch.relu, "silu": torch.nn.functional.silu}
+ACT = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.nn.functional.relu6}
 
 
 def reference(x, dy, weight, bias, activation, momentum=0.1):
@@ -45,13 +47,15 @@ def ours(x, dy, weight, bias, activation, backend="host"):
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
-@pytest.mark.parametrize("activation", ["relu", "silu"])
+@pytest.mark.parametrize("activation", ["relu", "silu", "relu6"])
 def test_fused_forward_and_backward_match_float64_torch(activation, channels_last):
     rng = np.random.default_rng(1)
     shape = (3, 8, 5, 4)  # C = 8: channels_last packs of 2 f64
     x = in_layout(rng.standard_normal(shape) * 2 + 0.3, channels_last)
-    dy = in_layout(rng.standard_normal(shape), channels_last)
     weight, bias = rng.uniform(0.5, 1.5, 8), rng.standard_normal(8) * 0.5
+    if activation == "relu6":  # some of z above 6 too
+        weight *= 4
+    dy = in_layout(rng.standard_normal(shape), channels_last)
     got = ours(x, dy, weight, bias, activation)
     want = reference(x, dy, weight, bias, activation)
     assert got[0].strides == x.strides and got[1].strides == x.strides  # outputs in x's memory format
@@ -86,7 +90,7 @@ def test_relu_nan_passes_through_as_torch_s_does():
 def test_bad_arguments_are_named_before_any_launch():
     x = np.zeros((2, 3, 4, 4))
     p = np.ones(3)
-    with pytest.raises(ArgumentError, match=r"activation: expected one of \['relu', 'silu'\], got 'gelu'"):
+    with pytest.raises(ArgumentError, match=r"activation: expected one of \['relu', 'relu6', 'silu'\], got 'gelu'"):
         ops.batch_norm_2d_act_forward(x, p, p, p.copy(), p.copy(), 0.1, EPS, "gelu", backend="host")
     with pytest.raises(ArgumentError, match="training mode needs more than 1 value per channel"):
         ops.batch_norm_2d_act_forward(np.zeros((1, 3, 1, 1)), p, p, p.copy(), p.copy(), 0.1, EPS, backend="host")
@@ -125,7 +129,7 @@ def test_the_fused_ops_are_torch_operators_passing_opcheck_and_gradcheck():
 # --- on the GPU -------------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
-@pytest.mark.parametrize("activation", ["relu", "silu"])
+@pytest.mark.parametrize("activation", ["relu", "silu", "relu6"])
 @pytest.mark.parametrize("key", ["f32", "f64", "bf16-f32", "f16-f32", "bf16", "f16"])
 def test_gpu_fused_matches_float64_as_closely_as_torch_unfused(key, activation, channels_last):
     """Ours fused and torch's unfused (F.batch_norm, then the activation), both on CUDA in `key`, against float64:
@@ -160,3 +164,49 @@ def test_gpu_fused_matches_float64_as_closely_as_torch_unfused(key, activation, 
         scale = w.abs().max().clamp_min(1e-30)
         ours_err, theirs_err = float((a - w).abs().max() / scale), float((b - w).abs().max() / scale)
         assert ours_err <= max(2 * theirs_err, tol / 10), (name, ours_err, theirs_err)
+
+
+def test_a_fused_model_traces_whole_under_torch_compile():
+    """fullgraph=True through convert(fuse=True): the fused operator's fake kernel, mutation of the running
+    statistics and autograd trace (aot_eager: no C++ compiler needed); results as torch's unfused module's."""
+    torch._dynamo.reset()
+    torch.manual_seed(4)
+    theirs = torch.nn.Sequential(torch.nn.BatchNorm2d(4), torch.nn.SiLU()).train()
+    ours = rust_kernels.torch.convert(copy.deepcopy(theirs), fuse=True)
+    compiled = torch.compile(ours, fullgraph=True, backend="aot_eager")
+    x = torch.randn(2, 4, 3, 5).contiguous(memory_format=torch.channels_last)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = theirs(a), compiled(b)
+    (ya * x).sum().backward(), (yb * x).sum().backward()
+    torch.testing.assert_close(yb, ya)
+    torch.testing.assert_close(b.grad, a.grad)
+    assert isinstance(ours.get_submodule("0"), rust_kernels.torch.FusedBatchNorm2d)
+    torch.testing.assert_close(ours.get_submodule("0").running_var, theirs[0].running_var)
+
+
+@pytest.mark.gpu
+def test_gpu_fused_step_is_captured_by_a_cuda_graph_and_bit_identical_run_to_run():
+    torch.manual_seed(5)
+    x = torch.randn(16, 32, 14, 14, device="cuda").contiguous(memory_format=torch.channels_last)
+    dy = torch.randn_like(x)
+    weight, bias = torch.rand(32, device="cuda") + 0.5, torch.randn(32, device="cuda")
+
+    def step(mean, var):
+        y, sm, si = OPS.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, "relu6")
+        return (y, *OPS.batch_norm_2d_act_backward(dy, x, weight, bias, sm, si, EPS, "relu6"))
+
+    eager_stats = torch.zeros(32, device="cuda"), torch.ones(32, device="cuda")
+    want = step(*eager_stats)
+    graph_stats = torch.zeros(32, device="cuda"), torch.ones(32, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up: every signature decided (and the kernels loaded) before capture
+        step(torch.zeros(32, device="cuda"), torch.ones(32, device="cuda"))
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = step(*graph_stats)
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip((*got, *graph_stats), (*want, *eager_stats), strict=True):
+        assert torch.equal(a, b)

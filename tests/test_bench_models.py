@@ -554,3 +554,20 @@ def test_a_small_plan_on_the_gpu(tmp_path):
     # torch copies of this tiny model (calibrated on 8 images: near-zero variances amplify rounding) differed by up
     # to 6e-2 on the H200 (cuDNN picks its algorithms per copy), so only O(1) is an error here.
     assert all(r.grads.worst < 0.3 for r in results if r.cell.dtype == "f32" and r.grads), [r.grads for r in results]
+
+
+def test_fuse_runs_ours_through_convert_fuse_true(monkeypatch):
+    """--fuse: ours is convert(model, fuse=True): both Conv-BN-ReLU pairs fused, trained in the emulator on CPU
+    tensors, gradients as torch's."""
+    import rust_kernels.torch as rk_torch
+
+    made = []
+
+    def convert(model: Any, fuse: bool = False) -> Any:
+        made.append(rk_torch.convert(model, fuse=fuse))
+        return made[-1]
+
+    plan = replace(SMALL_PLAN, bn="train", fuse=True)
+    (r,) = models.run(torch, plan, convert=convert, device="cpu", build=build_small)
+    assert r.ms["ours"] is not None and r.grads is not None and r.grads.worst < 1e-4, (r.notes, r.grads)
+    assert sum(isinstance(m, rk_torch.FusedBatchNorm2d) for m in made[0].modules()) == 2

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the rust_kernels[torch] tests need PyTorch (pip install torch==2.11.0)")
 
 import rust_kernels.torch as rk_torch  # noqa: E402 (after the skip)
-from rust_kernels import ArgumentError, arrays, registry  # noqa: E402
+from rust_kernels import ArgumentError, RustKernelsError, arrays, registry  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
 from rust_kernels.families.batch_norm import activation, common, forward  # noqa: E402
 from rust_kernels.torch import library  # noqa: E402
@@ -568,3 +568,64 @@ def test_batchnormact_fuses_relu_and_silu_without_drop_only(monkeypatch, act, dr
     torch.testing.assert_close(ours.running_var, theirs.running_var)
     assert ours.num_batches_tracked == theirs.num_batches_tracked
     assert any(c[0] is activation.FORWARD for c in seen) == fused
+
+
+class _Block(torch.nn.Module):
+    """A residual block shaped like torchvision's: bn1 -> relu (a shared inplace ReLU module), bn2 -> F.relu6,
+    bn3 -> the residual add (not an activation's alone), bn4 -> silu method-free and GELU (neither fused)."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1, self.bn2, self.bn3, self.bn4 = (torch.nn.BatchNorm2d(c) for _ in range(4))
+        self.relu, self.gelu = torch.nn.ReLU(inplace=True), torch.nn.GELU()
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv(x)))
+        out = torch.nn.functional.relu6(self.bn2(self.conv(out)))
+        out = self.relu(self.bn3(self.conv(out)) + x)
+        return torch.nn.functional.silu(self.bn4(out)) + self.gelu(self.bn4.weight[None, :, None, None] * out)
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
+def test_convert_fuse_fuses_each_bn_feeding_only_an_activation(layout, monkeypatch):
+    torch.manual_seed(3)
+    theirs = randomise_(_Block(4)).double().train()
+    ours = rk_torch.convert(copy.deepcopy(theirs), fuse=True)
+    assert isinstance(ours, torch.fx.GraphModule)
+    kinds = {name: type(m) for name, m in ours.named_modules() if name.startswith("bn")}
+    assert kinds == {"bn1": rk_torch.FusedBatchNorm2d, "bn2": rk_torch.FusedBatchNorm2d,
+                     "bn3": rk_torch.BatchNorm2d, "bn4": rk_torch.FusedBatchNorm2d}  # fmt: skip
+    assert (ours.bn1.activation, ours.bn2.activation, ours.bn4.activation) == ("relu", "relu6", "silu")
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    seen = []
+    monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))
+    x = torch.randn(2, 4, 5, 5, dtype=torch.float64).contiguous(memory_format=layout)
+    for _ in range(2):  # two steps: the running statistics of both
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = theirs(a), ours(b)
+        (ya * x).sum().backward(), (yb * x).sum().backward()
+        torch.testing.assert_close(yb, ya)
+        torch.testing.assert_close(b.grad, a.grad)
+    for (name, p), q in zip(theirs.named_parameters(), ours.parameters(), strict=True):
+        torch.testing.assert_close(q.grad, p.grad, msg=name)
+    for (name, t), u in zip(theirs.state_dict().items(), ours.state_dict().values(), strict=True):
+        torch.testing.assert_close(u, t, msg=name)
+    assert sum(c[0] is activation.FORWARD for c in seen) == 6  # bn1, bn2, bn4 fused, two steps
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x.contiguous()), theirs(x.contiguous()))
+
+
+def test_convert_fuse_names_an_untraceable_model():
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm2d(2)
+
+        def forward(self, x):
+            return self.bn(x) if x.sum() > 0 else x  # data-dependent control flow
+
+    with pytest.raises(RustKernelsError, match=r"convert\(fuse=True\): torch.fx cannot trace Branchy \(.*\); "
+                       r"convert\(model\) without fuse converts it unfused"):  # fmt: skip
+        rk_torch.convert(Branchy(), fuse=True)

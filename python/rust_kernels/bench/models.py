@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import importlib
 import itertools
@@ -511,6 +512,7 @@ class Plan:
     budget_s: float = 0.0  # no limit
     bn: str = "frozen"  # or "train" (BN_MODES)
     memory_format: str = "contiguous"  # or "channels_last" (MEMORY_FORMATS)
+    fuse: bool = False  # ours: convert(model, fuse=True), each BN feeding only a ReLU/SiLU/ReLU6 fused with it
 
     def cells(self) -> list[Cell]:
         return [
@@ -584,6 +586,8 @@ class Runner:
             self.convert, self.convert_error = load_convert()
         else:
             self.convert, self.convert_error = convert, None
+        if plan.fuse and self.convert is not None:
+            self.convert = functools.partial(self.convert, fuse=True)
         self.bases: dict[str, tuple[Any, dict[str, Any]]] = {}  # model name -> (built model, its state)
         self.progress: Progress | None = None
         self.deadline = time.perf_counter() + plan.budget_s if plan.budget_s > 0 else math.inf

@@ -19,6 +19,14 @@ A user's op declared with torch=True becomes torch.ops.rust_kernels.<name> at im
 """
 
 from rust_kernels.torch.library import OPS, define
-from rust_kernels.torch.modules import BatchNorm2d, SyncBatchNorm, batch_norm_2d, batch_norm_act_2d, convert
+from rust_kernels.torch.modules import (
+    BatchNorm2d,
+    FusedBatchNorm2d,
+    SyncBatchNorm,
+    batch_norm_2d,
+    batch_norm_act_2d,
+    convert,
+)
 
-__all__ = ["OPS", "BatchNorm2d", "SyncBatchNorm", "batch_norm_2d", "batch_norm_act_2d", "convert", "define"]
+__all__ = ["OPS", "BatchNorm2d", "FusedBatchNorm2d", "SyncBatchNorm", "batch_norm_2d", "batch_norm_act_2d", "convert",
+           "define"]  # fmt: skip

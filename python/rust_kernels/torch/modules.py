@@ -19,6 +19,7 @@ import torch.distributed as dist
 from torch.autograd import forward_ad
 from torch.autograd.function import once_differentiable
 
+from rust_kernels.errors import RustKernelsError
 from rust_kernels.families.batch_norm import activation, backward, forward, sync
 from rust_kernels.runtime import Op
 from rust_kernels.torch import library
@@ -371,24 +372,52 @@ def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weig
     return _ops.batch_norm_2d_act_forward(*tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
 
 
-_FUSED = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu"}  # activation modules the fused kernels compute
+# The activations the fused kernels compute: their modules, and the functions and tensor methods torch.fx records.
+_ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu", torch.nn.ReLU6: "relu6"}
+_ACTIVATION_FUNCTIONS = {torch.nn.functional.relu: "relu", torch.relu: "relu", torch.relu_: "relu",
+                         torch.nn.functional.silu: "silu", torch.nn.functional.relu6: "relu6"}  # fmt: skip
+_ACTIVATION_METHODS = {"relu": "relu", "relu_": "relu"}
+_APPLY = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.nn.functional.relu6}
 
 
-class _BatchNormAct2d(BatchNorm2d):
-    """timm's BatchNormAct2d (a torch.nn.BatchNorm2d with `drop` and `act` modules after it) on our kernels: in
-    training mode with no drop (nn.Identity) and act nn.ReLU or nn.SiLU, BatchNorm2d and the activation fused in
-    one kernel each way; otherwise our normalisation, then its own drop and activation."""
+class _FusingNormalization(BatchNorm2d):
+    """Our BatchNorm2d followed by activation `act`: in training mode on the fused kernels, else our normalisation
+    (or torch's, where ours does not run) and then the activation."""
+
+    def _then(self, input: torch.Tensor, act: str) -> torch.Tensor:
+        if not self._ours(input):
+            return _APPLY[act](super(BatchNorm2d, self).forward(input))
+        if not self.training:
+            return _APPLY[act](self._normalize(input))
+        self._check_input_dim(input)
+        momentum = float(self._factor())  # the kernels take it as a scalar
+        return batch_norm_act_2d(input, self.running_mean, self.running_var, self.weight, self.bias, momentum,  # type: ignore[arg-type]
+                                 self.eps, act)  # fmt: skip
+
+
+class _BatchNormAct2d(_FusingNormalization):
+    """timm's BatchNormAct2d (a torch.nn.BatchNorm2d with `drop` and `act` modules after it) on our kernels: with no
+    drop (nn.Identity) and act nn.ReLU, nn.SiLU or nn.ReLU6, BatchNorm2d and the activation fused (training mode);
+    otherwise our normalisation, then its own drop and activation."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        act = _ACTIVATION_MODULES.get(type(self.act))
+        if act is not None and type(self.drop) is torch.nn.Identity:
+            return self._then(input, act)
         if not self._ours(input):
             return super(BatchNorm2d, self).forward(input)  # timm's own: normalisation, drop and activation
-        fused = _FUSED.get(type(self.act))
-        if self.training and fused is not None and type(self.drop) is torch.nn.Identity:
-            self._check_input_dim(input)
-            momentum = float(self._factor())  # the kernels take it as a scalar
-            return batch_norm_act_2d(input, self.running_mean, self.running_var, self.weight, self.bias,  # type: ignore[arg-type]
-                                     momentum, self.eps, fused)  # fmt: skip
         return self.act(self.drop(self._normalize(input)))
+
+
+class FusedBatchNorm2d(_FusingNormalization):
+    """What `convert(model, fuse=True)` makes of a BatchNorm2d whose output only feeds an activation it fuses
+    (`activation`: "relu", "silu" or "relu6"; the activation's call is then gone from the traced graph): the same
+    parameters, buffers and state_dict, y = act(BatchNorm2d(x))."""
+
+    activation: str
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self._then(input, self.activation)
 
 
 class _FrozenBatchNorm2d(torch.nn.Module):
@@ -429,15 +458,20 @@ def _subclass(kind: type, ours: type) -> type:
     return _SUBCLASSES[(kind, ours)]
 
 
-def convert(model: torch.nn.Module) -> torch.nn.Module:
+def convert(model: torch.nn.Module, fuse: bool = False) -> torch.nn.Module:
     """Makes every torch.nn.BatchNorm2d in `model` (the model itself included) a rust_kernels BatchNorm2d, and every
     torch.nn.SyncBatchNorm a rust_kernels SyncBatchNorm, in place, and returns `model`; timm's BatchNormAct2d gets
-    our kernels (in training mode with ReLU or SiLU and no drop, the normalisation and activation fused; else our
-    normalisation before its own drop and activation), and torchvision's FrozenBatchNorm2d our eval-mode kernels.
+    our kernels (with ReLU, SiLU or ReLU6 and no drop, the normalisation and activation fused in training mode; else
+    our normalisation before its own drop and activation), and torchvision's FrozenBatchNorm2d our eval-mode kernels.
     The modules stay the same objects, only their class changes (as torch's lazy modules do), so parameters (the
     optimizer's references too), buffers, device, dtype, requires_grad, hooks, process groups and train/eval state
     are kept. Other subclasses of torch.nn.BatchNorm2d are left alone (their forward may differ), and so are other
-    batch norms (BatchNorm1d, a user's subclass): a warning counts what was left, never silently."""
+    batch norms (BatchNorm1d, a user's subclass): a warning counts what was left, never silently.
+
+    fuse=True then traces the model with torch.fx and returns the traced GraphModule (the same submodules,
+    parameters and buffers; the model's own hooks are not carried), in which each BatchNorm2d called once whose
+    output feeds only a ReLU, SiLU or ReLU6 (module, function or tensor method) is a FusedBatchNorm2d and that
+    activation call is gone. A model torch.fx cannot trace is an error naming why (convert it without fuse)."""
     left: Counter[str] = Counter()
     for module in model.modules():
         target = _converted_class(module)
@@ -449,7 +483,58 @@ def convert(model: torch.nn.Module) -> torch.nn.Module:
         kinds = ", ".join(f"{count} {name}" for name, count in left.items())
         warnings.warn(f"rust_kernels.torch.convert: left {sum(left.values())} batch-norm module(s) to their own "
                       f"implementation: {kinds}", stacklevel=2)  # fmt: skip
-    return model
+    return _fused(model) if fuse else model
+
+
+class _Tracer(torch.fx.Tracer):
+    """torch.fx's tracer with our batch norms as leaves (calls in the graph, as torch.nn's modules are), not traced
+    through: their forward branches on the input's memory format and mode."""
+
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        return isinstance(m, _OurNormalization | _FrozenBatchNorm2d) or super().is_leaf_module(m, module_qualified_name)
+
+
+def _fused(model: torch.nn.Module) -> torch.fx.GraphModule:
+    """The model traced, each BatchNorm2d -> activation pair of its graph one FusedBatchNorm2d call."""
+    try:
+        traced = torch.fx.GraphModule(model, _Tracer().trace(model))
+    except Exception as err:  # fx raises many kinds (TraceError, TypeError on data-dependent control flow, ...)
+        why = f"{type(err).__name__}: {err}"
+        raise RustKernelsError(f"convert(fuse=True): torch.fx cannot trace {type(model).__name__} ({why}); "
+                               "convert(model) without fuse converts it unfused") from None  # fmt: skip
+    modules = dict(traced.named_modules())
+    calls = Counter(node.target for node in traced.graph.nodes if node.op == "call_module")
+    for node in list(traced.graph.nodes):
+        if node.op != "call_module" or type(modules[node.target]) is not BatchNorm2d or calls[node.target] != 1:
+            continue
+        if len(node.users) != 1:
+            continue
+        (user,) = node.users
+        act = _activation_call(user, node, modules)
+        if act is None:
+            continue
+        module = modules[node.target]
+        module.__class__ = FusedBatchNorm2d
+        module.activation = act
+        user.replace_all_uses_with(node)
+        traced.graph.erase_node(user)
+    traced.graph.lint()
+    traced.recompile()
+    return traced
+
+
+def _activation_call(user: torch.fx.Node, of: torch.fx.Node, modules: dict[str, torch.nn.Module]) -> str | None:
+    """The fused activation `user` computes of node `of` alone (its other arguments, such as inplace, no tensors),
+    or None."""
+    if user.args[:1] != (of,) or any(isinstance(a, torch.fx.Node) for a in (*user.args[1:], *user.kwargs.values())):
+        return None
+    if user.op == "call_module":
+        return _ACTIVATION_MODULES.get(type(modules[user.target]))  # type: ignore[index]
+    if user.op == "call_function":
+        return _ACTIVATION_FUNCTIONS.get(user.target)  # type: ignore[call-overload]
+    if user.op == "call_method":
+        return _ACTIVATION_METHODS.get(user.target)  # type: ignore[call-overload]
+    return None
 
 
 def _is_batch_norm(module: torch.nn.Module) -> bool:

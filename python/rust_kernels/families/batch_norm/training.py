@@ -31,7 +31,7 @@ FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNorma
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
                     BatchNorm2dBackwardElementwiseAct)  # fmt: skip
 # The activations fused after the normalisation (the *_act kernels' ACTIVATION const); 0: none (the plain kernels).
-ACTIVATIONS = {"relu": 1, "silu": 2}
+ACTIVATIONS = {"relu": 1, "silu": 2, "relu6": 3}
 MAX_SPLIT = 256
 # The reductions' CTA size (measured on the H200: 256 was best or within a few percent of 128 on every shape of a
 # sweep, so 128 is not built: half the instances).

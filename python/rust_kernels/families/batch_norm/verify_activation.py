@@ -2,13 +2,14 @@
 and error bounds, through the activation. The plans cover both activations; each runs and is referenced with the
 activation its kernels fuse.
 
-Forward: y = act(z), z the training forward's output, |act'| <= L (1 for ReLU, 1.0998 for SiLU), so
+Forward: y = act(z), z the training forward's output, |act'| <= L (1 for ReLU and ReLU6, 1.0998 for SiLU), so
 |y^ - y| <= L |z^ - z| + 4u |y| (SiLU's sigmoid and product round a few times).
 
 Backward: the kernels recompute z from x, the saved statistics and the parameters in the accumulation type:
 |z^ - z| <= dz = 6u (|x - mean| |weight| invstd + |bias|). They then run the training backward on g = act'(z^) dy in
 dy's stead, so its bounds hold for g, plus what the difference of g^ from the reference's g = act'(z) dy adds:
-dg <= |dy| where ReLU's branch is ambiguous (|z| <= dz), else 0; SiLU's |act''| <= 0.5, so dg <= |dy| (dz / 2 + 8u).
+dg <= |dy| where ReLU's or ReLU6's branch is ambiguous (z within dz of 0, or of 6), else 0; SiLU's |act''| <= 0.5, so
+dg <= |dy| (dz / 2 + 8u).
 A per-element dg reaches the sums whole (sum |dg| into dbias, sum |dg| |x - mean| into the other), and dx through
 its own element (|k1| dg) and the sums' terms.
 """
@@ -28,10 +29,11 @@ from rust_kernels.families.batch_norm.verify_training import SPACES, TrainingBac
 from rust_kernels.runtime import Plan
 
 NAMES = {code: name for name, code in training.ACTIVATIONS.items()}
-LIPSCHITZ = {"relu": 1.0, "silu": 1.0998}
+LIPSCHITZ = {"relu": 1.0, "silu": 1.0998, "relu6": 1.0}
+KINKS = {"relu": (0.0,), "relu6": (0.0, 6.0)}  # where a piecewise-linear activation's gradient jumps
 HOST_SUITE = [(2, 3, 2, 2), (2, 16, 4, 4)]  # the second: packs in both layouts (the first adds no instance)
 # Fuzz and property cases: both activations, and the training families' shapes (smaller on the host).
-SPACE_SCALARS = {"activation": ("relu", "silu")}
+SPACE_SCALARS = {"activation": ("relu", "silu", "relu6")}
 
 
 def name_of(plan: Plan) -> str:
@@ -40,14 +42,16 @@ def name_of(plan: Plan) -> str:
 
 
 def act(name: str, z: np.ndarray) -> np.ndarray:
-    return np.maximum(z, 0.0) if name == "relu" else z / (1 + np.exp(-z))
+    if name == "silu":
+        return z / (1 + np.exp(-z))
+    return np.maximum(z, 0.0) if name == "relu" else np.clip(z, 0.0, 6.0)
 
 
 def act_grad(name: str, z: np.ndarray) -> np.ndarray:
-    if name == "relu":
-        return (z > 0).astype(np.float64)
-    s = 1 / (1 + np.exp(-z))
-    return s * (1 + z * (1 - s))
+    if name == "silu":
+        s = 1 / (1 + np.exp(-z))
+        return s * (1 + z * (1 - s))
+    return ((z > 0) if name == "relu" else (z > 0) & (z < 6)).astype(np.float64)
 
 
 class _Fused:
@@ -112,7 +116,11 @@ class FusedBackward(_Fused, TrainingBackward):
         z = (x - mean[c]) * (weight * invstd)[c] + bias[c]
         dz = 6 * u * (np.abs(x - mean[c]) * (np.abs(weight) * invstd)[c] + np.abs(bias)[c])
         g = verify_training._memo(f"grad {name}", inputs["dy"], lambda: act_grad(name, z) * dy)
-        dg = np.abs(dy) * (np.where(np.abs(z) <= dz, 1.0, 0.0) if name == "relu" else dz / 2 + 8 * u)
+        if name in KINKS:  # the branch is the reference's unless z is within dz of a kink
+            ambiguous = np.logical_or.reduce([np.abs(z - k) <= dz + 6 * u * k for k in KINKS[name]])
+            dg = np.abs(dy) * ambiguous
+        else:
+            dg = np.abs(dy) * (dz / 2 + 8 * u)
         return inputs | {"dy": g}, dg
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
