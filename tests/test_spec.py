@@ -32,6 +32,7 @@ def test_the_catalogue_parses():
         "batch_norm_2d_nchw_backward_warp",
         "batch_norm_2d_nchw_forward_inference",
         "batch_norm_2d_nchw_forward_inference_flat",
+        "batch_norm_2d_nchw_forward_inference_tiled",
         "batch_norm_2d_normalize",
         "batch_norm_2d_normalize_act",
     ]

@@ -12,6 +12,7 @@ from rust_kernels.families.batch_norm import common, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwForwardInference,
     BatchNorm2dNchwForwardInferenceFlat,
+    BatchNorm2dNchwForwardInferenceTiled,
 )
 from rust_kernels.runtime import Gradient, Input, Op, Output, Placement, Plan, Problem
 
@@ -19,7 +20,9 @@ MAX_GRID_Y = 65535  # the seed kernel's batch is grid y
 FLAT_BLOCK = 256
 FLAT_BLOCKS = (128, 256, 512)  # the streaming kernel's CTA sizes (its spec's range)
 WAVES = 4  # the flat kernel's grid: at most this many waves of full SMs, each thread then strides on
-KERNELS = (BatchNorm2dNchwForwardInference, BatchNorm2dNchwForwardInferenceFlat)
+KERNELS = (BatchNorm2dNchwForwardInference, BatchNorm2dNchwForwardInferenceFlat, BatchNorm2dNchwForwardInferenceTiled)
+TILED_BLOCKS = (128, 256)  # the tiled kernel's CTA sizes (its spec's range)
+TILE = 4  # units per thread of a tile (the tiled kernel's template)
 
 
 def seed(shape: common.Shape4, dtype: str, param: str, block_hw: int | None = None) -> Plan:
@@ -40,6 +43,13 @@ def flat(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int
     ctas = max(1, min(-(-units // block), sms * (2048 // block) * waves))
     kernel = BatchNorm2dNchwForwardInferenceFlat(block, vectorized, dtype=dtype, param_dtype=param)
     return Plan(kernel, (ctas, 1, 1), (("CTAS", ctas),))
+
+
+def tiled(shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int) -> Plan:
+    """The tiled kernel: a CTA per TILE * block consecutive units, with its rows' coefficients in shared memory."""
+    units = math.prod(shape) // common.unit_elements(vectorized, dtype)
+    kernel = BatchNorm2dNchwForwardInferenceTiled(block, vectorized, dtype=dtype, param_dtype=param)
+    return Plan(kernel, (max(1, -(-units // (TILE * block))), 1, 1))
 
 
 @cache  # a pure function of its arguments: the op asks it on every call it decides
@@ -63,6 +73,7 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
     vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
     out = [plan(shape, dtype, param, alignment, sms)]
     out += [flat(shape, dtype, param, vectorized, sms, block, waves) for block in FLAT_BLOCKS for waves in (1, 2, 4, 8)]
+    out += [tiled(shape, dtype, param, vectorized, block) for block in TILED_BLOCKS]
     if shape[0] <= MAX_GRID_Y:
         out.append(seed(shape, dtype, param))
     return tuple(dict.fromkeys(out))
@@ -70,7 +81,8 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
 
 def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times: the rule's plan, the streaming kernel at each CTA size with 1 to 8 waves of CTAs,
-    and the original kernel (a CTA per row). None where the caller fixed the CTA size (block_hw)."""
+    the tiled kernel (coefficients per tile, for small rows) and the original kernel (a CTA per row). None where the
+    caller fixed the CTA size (block_hw)."""
     if problem.scalars.get("block_hw") is not None:
         return ()
     return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms)  # type: ignore[arg-type]

@@ -197,7 +197,7 @@ class ForwardInference(_BatchNorm2d):
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
         """The seed kernel at several CTA sizes; the flat kernel in every pack that divides H*W, with the op's grid
-        and with one CTA striding over everything."""
+        and with one CTA striding over everything; the tiled kernel in every pack (one CTA size on the host)."""
         sizes = "every" if exhaustive else backend
         storage, param = common.split_key(dtype)
         out = [forward.seed(shape, storage, param, block) for block in self.blocks[sizes]]  # type: ignore[arg-type]
@@ -206,6 +206,9 @@ class ForwardInference(_BatchNorm2d):
             for vectorized in _packs(shape, storage):
                 own = forward.flat(shape, storage, param, vectorized, sms, block)  # type: ignore[arg-type]
                 out += [own, Plan(own.kernel, (1, 1, 1), (("CTAS", 1),))]
+        for block in forward.TILED_BLOCKS if sizes != "host" else forward.TILED_BLOCKS[:1]:
+            tiles = [forward.tiled(shape, storage, param, v, block) for v in _packs(shape, storage)]  # type: ignore[arg-type]
+            out += tiles
         return out
 
     def tolerances(
