@@ -350,3 +350,15 @@ def test_time_plans_interleaves_flushed_repetitions_and_drops_a_failing_plan(mon
     assert timed[:4] == ["flush", candidates[0].label, "flush", candidates[2].label]
     assert len(timed) == 4 * tuning.MAX_REPS
     assert fake.live == 0  # every event destroyed
+
+
+def test_an_unwritable_cache_costs_a_saved_entry_not_the_call(monkeypatch):
+    candidates = plans()
+    monkeypatch.setattr(tuning, "time_plans", Timer({candidates[1].label: 1.0}))
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tuning.kcache, "write_atomic", full)
+    assert choose(candidates) == candidates[1]  # chosen, kept in this process
+    assert tuning.entries(GPU) == {}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rust_kernels import cache as kcache
-from rust_kernels import config, driver
+from rust_kernels import config, driver, progress
 
 if TYPE_CHECKING:  # the runtime imports this module
     from rust_kernels.runtime import Placement, Plan, Problem
@@ -132,8 +132,13 @@ def lookup(device: Gpu, name: str, fresh: bool) -> Entry | None:
 
 
 def store(device: Gpu, name: str, entry: Entry) -> None:
+    """Keeps the entry for this process and, where the cache can be written, for later ones (a full or read-only
+    disk costs the later processes a re-timing, never this call)."""
     _memory[name] = entry
-    kcache.write_atomic(_path(device, name), json.dumps(entry.record()).encode())
+    try:
+        kcache.write_atomic(_path(device, name), json.dumps(entry.record()).encode())
+    except OSError as err:
+        progress.say(f"tuning entry not saved ({err.strerror}): {_path(device, name)}")
 
 
 def entries(device: Gpu) -> dict[str, dict[str, Any]]:
@@ -292,7 +297,8 @@ class _Events:
 
 @cache
 def _flush_buffer(info: Gpu) -> tuple[Any, int]:
-    """Device memory twice the L2's size, overwritten before each repetition so none starts with warm L2 lines."""
+    """Device memory twice the L2's size, overwritten before each repetition so none starts with warm L2 lines (held
+    for the process once it tunes)."""
     nbytes = max(2 * info.l2_bytes, 1 << 20)
     drv = driver.driver_module()
     return driver.check(drv.cuMemAlloc(nbytes), "cuMemAlloc"), nbytes
