@@ -613,8 +613,9 @@ def test_convert_fuse_fuses_each_bn_feeding_only_an_activation(layout, monkeypat
         torch.testing.assert_close(u, t, msg=name)
     assert sum(c[0] is activation.FORWARD for c in seen) == 6  # bn1, bn2, bn4 fused, two steps
     ours.eval(), theirs.eval()
-    with torch.no_grad():
-        torch.testing.assert_close(ours(x.contiguous()), theirs(x.contiguous()))
+    with torch.no_grad():  # eval: ours NCHW, torch's channels_last, the activation after either once
+        for layout in (torch.contiguous_format, torch.channels_last):
+            torch.testing.assert_close(ours(x.contiguous(memory_format=layout)), theirs(x))
 
 
 def test_convert_fuse_names_an_untraceable_model():

@@ -381,12 +381,10 @@ _APPLY = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.n
 
 
 class _FusingNormalization(BatchNorm2d):
-    """Our BatchNorm2d followed by activation `act`: in training mode on the fused kernels, else our normalisation
-    (or torch's, where ours does not run) and then the activation."""
+    """Our BatchNorm2d followed by activation `act`, where our kernels normalise the input: in training mode on the
+    fused kernels, else our normalisation and then the activation."""
 
     def _then(self, input: torch.Tensor, act: str) -> torch.Tensor:
-        if not self._ours(input):
-            return _APPLY[act](super(BatchNorm2d, self).forward(input))
         if not self.training:
             return _APPLY[act](self._normalize(input))
         self._check_input_dim(input)
@@ -401,11 +399,11 @@ class _BatchNormAct2d(_FusingNormalization):
     otherwise our normalisation, then its own drop and activation."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not self._ours(input):
+            return super(BatchNorm2d, self).forward(input)  # timm's own: normalisation, drop and activation
         act = _ACTIVATION_MODULES.get(type(self.act))
         if act is not None and type(self.drop) is torch.nn.Identity:
             return self._then(input, act)
-        if not self._ours(input):
-            return super(BatchNorm2d, self).forward(input)  # timm's own: normalisation, drop and activation
         return self.act(self.drop(self._normalize(input)))
 
 
@@ -417,6 +415,8 @@ class FusedBatchNorm2d(_FusingNormalization):
     activation: str
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not self._ours(input):
+            return _APPLY[self.activation](super(BatchNorm2d, self).forward(input))  # torch's batch norm, then act
         return self._then(input, self.activation)
 
 
