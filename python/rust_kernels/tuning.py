@@ -20,7 +20,6 @@ turns it off (the heuristic plan), on (default) or force (every candidate re-tim
 from __future__ import annotations
 
 import json
-import math
 import re
 import statistics
 from collections.abc import Callable, Sequence
@@ -302,8 +301,3 @@ def _flush_buffer(info: Gpu) -> tuple[Any, int]:
     nbytes = max(2 * info.l2_bytes, 1 << 20)
     drv = driver.driver_module()
     return driver.check(drv.cuMemAlloc(nbytes), "cuMemAlloc"), nbytes
-
-
-def powers_of_two(low: int, high: int) -> list[int]:
-    """low, 2 low, ... up to high (powers of two when low is one)."""
-    return [low << k for k in range(int(math.log2(max(1, high // low))) + 1)]
