@@ -362,3 +362,27 @@ def test_an_unwritable_cache_costs_a_saved_entry_not_the_call(monkeypatch):
     monkeypatch.setattr(tuning.kcache, "write_atomic", full)
     assert choose(candidates) == candidates[1]  # chosen, kept in this process
     assert tuning.entries(GPU) == {}
+
+
+def test_the_sync_ops_list_their_splits_and_grids_and_every_candidate_gives_the_rules_results():
+    """SyncBatchNorm's per-rank ops: candidates around the rule's split or grid, each with results within rounding
+    of the rule's plan's in the emulator."""
+    from rust_kernels.families.batch_norm import sync
+
+    rng = np.random.default_rng(3)
+    shape = (4, 16, 6, 6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    p = Problem(shape, "f32", "f32", {}, {}, None)
+    for op, args in ((sync.MOMENTS, (x,)), (sync.NORMALIZE, (x, *(rng.uniform(0.5, 1.5, 16).astype(np.float32)
+                                                                   for _ in range(4))))):  # fmt: skip
+        candidates = op.candidates(p, Placement(16, 132))
+        assert candidates[0] == op.choose(p, Placement(16, 132)) and len(candidates) >= 2
+
+        def run(plan, op=op, args=args):
+            out = op(*args, backend="host", plan=plan)
+            return out if isinstance(out, tuple) else (out,)
+
+        own = run(candidates[0])
+        for plan in candidates[1:]:
+            for a, b in zip(run(plan), own, strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=plan.label)

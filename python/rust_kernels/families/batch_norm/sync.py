@@ -32,23 +32,43 @@ SAVED = ("save_mean", "save_invstd")  # the statistics a rank normalises with: t
 
 
 @cache  # a pure function of its arguments: the ops ask it on every call they decide
-def plan(kind: type, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool
-         ) -> Plan:  # fmt: skip
+def plan(kind: type, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool,
+         grid: int | None = None) -> Plan:  # fmt: skip
     """The launch of `kind` (a reduction: the statistics or the backward's sums; else an elementwise pass) that the
-    training plans would make, in the widest pack the arrays allow."""
+    training plans would make, in the widest pack the arrays allow; `grid`: the reduction's split or the
+    elementwise launch's CTAs instead of the rule's."""
     vectorized = training.vector_mode(shape, dtype, alignment, channels_last)
     if kind in (BatchNorm2dNormalize, BatchNorm2dBackwardElementwise):
-        return training.elementwise(kind, shape, dtype, param, vectorized, channels_last, sms)
+        return training.elementwise(kind, shape, dtype, param, vectorized, channels_last, sms, grid)
     width = 2 if kind is BatchNorm2dBackwardReduce else 3
-    return training.reduction(kind, shape, dtype, param, vectorized, channels_last, sms, width=width)
+    return training.reduction(kind, shape, dtype, param, vectorized, channels_last, sms, grid, width)
 
 
-def _choose(kind: type) -> Callable[[Problem, Placement], Plan]:
+@cache
+def _candidates(kind: type, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
+                channels_last: bool) -> tuple[Plan, ...]:  # fmt: skip
+    vectorized = training.vector_mode(shape, dtype, alignment, channels_last)
+    around = (training.grids_around if kind in (BatchNorm2dNormalize, BatchNorm2dBackwardElementwise)
+              else training.splits_around)  # fmt: skip
+    own = plan(kind, shape, dtype, param, alignment, sms, channels_last)
+    grids = around(shape, dtype, vectorized, channels_last, sms)
+    return tuple(
+        dict.fromkeys([own, *(plan(kind, shape, dtype, param, alignment, sms, channels_last, g) for g in grids)])
+    )
+
+
+def _plans(kind: type) -> tuple[Callable[[Problem, Placement], Plan], Callable[[Problem, Placement], Any]]:
+    """The op's rule, and its candidates for the autotuner (the training plans' splits or grids around the rule's)."""
+
     def choose(problem: Problem, placement: Placement) -> Plan:
         return plan(kind, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
                     problem.order is not None)  # fmt: skip
 
-    return choose
+    def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+        return _candidates(kind, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
+                           placement.sms, problem.order is not None)  # fmt: skip
+
+    return choose, candidates
 
 
 def _orders(scalars: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
@@ -94,8 +114,9 @@ def _with_sums(describe: Describe) -> Describe:
 
 def _op(name: str, doc: str, inputs: tuple[Input, ...], outputs: tuple[Output, ...], describe: Describe,
         kind: type, aligned: tuple[str, ...]) -> Op:  # fmt: skip
-    return Op(name=name, doc=doc, inputs=inputs, scalars=(), outputs=outputs, describe=describe,
-              choose=_choose(kind), kernels=(kind,), aligned=aligned, orders=_orders,
+    choose, candidates = _plans(kind)
+    return Op(name=name, doc=doc, inputs=inputs, scalars=(), outputs=outputs, describe=describe, choose=choose,
+              candidates=candidates, kernels=(kind,), aligned=aligned, orders=_orders,
               fits=training.layout_fits)  # fmt: skip
 
 

@@ -180,17 +180,27 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
 def _around(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
             channels_last: bool, activation: int) -> list[Plan]:  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
-    _, own_split, _ = geometry(shape, dtype, vectorized, channels_last, sms)
-    around = (own_split // 4, own_split // 2, own_split, own_split * 2, own_split * 4)
-    splits = [s for s in around if 1 <= s <= MAX_SPLIT]
-    own_ctas = elementwise_grid(shape, dtype, vectorized, channels_last, sms)
+    build = forward if which == "forward" else backward
+    return [build(shape, dtype, param, vectorized, channels_last, sms, s, c, activation)
+            for s in splits_around(shape, dtype, vectorized, channels_last, sms)
+            for c in grids_around(shape, dtype, vectorized, channels_last, sms)]  # fmt: skip
+
+
+def splits_around(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> list[int]:
+    """A reduction's splits the autotuner times: from a quarter to four times the geometry's, in powers of two."""
+    _, own, _ = geometry(shape, dtype, vectorized, channels_last, sms)
+    return [s for s in (own // 4, own // 2, own, own * 2, own * 4) if 1 <= s <= MAX_SPLIT]
+
+
+def grids_around(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> list[int]:
+    """An elementwise launch's grids the autotuner times: half, once and twice the rule's, kept a multiple of what
+    channels_last needs (a thread on one column of channel units)."""
+    own = elementwise_grid(shape, dtype, vectorized, channels_last, sms)
     step = 1
     if channels_last:
         groups = shape[1] // lanes(vectorized, dtype)
         step = max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
-    grids = dict.fromkeys(max(step, (own_ctas * scale // 2) // step * step) for scale in (1, 2, 4))
-    build = forward if which == "forward" else backward
-    return [build(shape, dtype, param, vectorized, channels_last, sms, s, c, activation) for s in splits for c in grids]
+    return list(dict.fromkeys(max(step, (own * scale // 2) // step * step) for scale in (1, 2, 4)))
 
 
 def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
