@@ -242,13 +242,23 @@ class Op:
         outputs = self.allocate(scratch, problem)
 
         def run(plan: Plan) -> None:
-            spaces: dict[str, Any] = {}
-            for launch in plan.launches:
-                values, _, _ = self._bind(launch, plan.kernel, scratch, outputs, problem, device, stream, spaces)
-                _loaded(launch.kernel, device, "cuda").launch(launch.grid, launch.kernel.block_dim, values,
-                                                              stream=stream)  # fmt: skip
+            self._launch(plan, scratch, outputs, problem, device, "cuda", stream)
 
         return run
+
+    def _launch(self, plan: Plan, named: dict[str, Any], outputs: tuple[Any, ...], problem: Problem, device: int,
+                backend: str, stream: int) -> list[tuple[Any, ...]]:  # fmt: skip
+        """Launches the plan's kernels in order on `stream` (sharing the call's workspaces by name); returns, per
+        launch, what the fast path remembers: the checked launch, the grid, where each argument comes from, the
+        tail values."""
+        decided = []
+        spaces: dict[str, Any] = {}  # this call's workspaces by name: its launches share them
+        for launch in plan.launches:
+            loaded = _loaded(launch.kernel, device, backend)
+            values, layout, tail = self._bind(launch, plan.kernel, named, outputs, problem, device, stream, spaces)
+            loaded.launch(launch.grid, launch.kernel.block_dim, values, stream=stream)
+            decided.append((loaded.checked, launch.grid, layout, tuple(tail)))
+        return decided
 
     def call(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...], backend: str, stream: Any, plan: Any) -> Any:
         """A call through every check (the generated function calls this where the fast path has no decision)."""
@@ -263,13 +273,7 @@ class Op:
         if plan is None:
             plan = self.plan_for(named, problem, backend, outputs)
         handle = _stream(backend, device, _first(named), stream)
-        decided = []
-        spaces: dict[str, Any] = {}  # this call's workspaces by name: its launches share them
-        for launch in plan.launches:
-            loaded = _loaded(launch.kernel, device, backend)
-            values, layout, tail = self._bind(launch, plan.kernel, named, outputs, problem, device, handle, spaces)
-            loaded.launch(launch.grid, launch.kernel.block_dim, values, stream=handle)
-            decided.append((loaded.checked, launch.grid, layout, tuple(tail)))
+        decided = self._launch(plan, named, outputs, problem, device, backend, handle)
         if backend == "cuda" and is_torch(_first(named)) and all(d[0] is not None for d in decided) and not forced:
             self._fast.remember(arrays, scalars, handle, self._like_shapes(problem), decided)
         return self._result(outputs)
