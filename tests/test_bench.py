@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import sys
 import types
 from collections.abc import Callable
@@ -282,9 +283,9 @@ def test_the_shape_suite_covers_the_models_and_the_extremes():
 def test_bench_suite_times_each_family_over_its_suite(monkeypatch, tmp_path):
     picked = {}
 
-    def run(torch, families, dtypes, reps, shapes, host_calls, compile_every):
+    def run(torch, families, dtypes, reps, shapes, host_calls, compile_every, deadline):
         picked.update({f.name: shapes for f in families})
-        assert compile_every == 5
+        assert compile_every == 5 and deadline == math.inf  # no --budget: no limit
         return ops.Run()
 
     monkeypatch.setattr(bench, "unavailable", lambda: None)
@@ -513,6 +514,18 @@ def test_compile_every_k_times_torch_compile_on_every_kth_shape_only(monkeypatch
     done = ops.run(gpu, [family], ["f32"], reps=20, shapes=shapes, host_calls=10, compile_every=3)
     assert [("compile" in r.us) for r in done.results] == [True, False, False, True, False, False, True]
     assert all(r.us["ours"] is not None for r in done.results)
+
+
+def test_cases_run_shape_by_shape_and_none_begins_past_the_budget(monkeypatch, capsys):
+    gpu = FakeGpu()
+    first, second = FakeFamily(gpu), FakeFamily(gpu)
+    second.family = "other_family"
+    monkeypatch.setattr(ops, "device_tensors", lambda f, shape, dtype: f.inputs(shape, dtype))
+    done = ops.run(gpu, [first, second], ["f32"], reps=20, host_calls=10)
+    order = [("fake_family", (4, 4)), ("other_family", (4, 4)), ("fake_family", (2, 2)), ("other_family", (2, 2))]
+    assert [(r.family, r.shape) for r in done.results] == order
+    late = ops.run(gpu, [first, second], ["f32"], reps=20, host_calls=10, deadline=0.0)
+    assert late.results == [] and "4 of 4 cases not begun" in capsys.readouterr().out
 
 
 def test_a_case_whose_setup_fails_is_all_na(monkeypatch):

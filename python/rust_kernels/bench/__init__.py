@@ -34,7 +34,9 @@ with --models: models.csv, models_kernels.csv (every profiled kernel), models.lo
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("."), help="directory for the CSV files, the PNG and the log")
     p.add_argument("--skip-ops", action="store_true", help="skip the op benchmark")
     p.add_argument("--skip-launch", action="store_true", help="skip the launch benchmark")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="seconds; past them, no op case, model cell or "
+                   f"profile begins, and the files are written (0: no limit; default: none for the op benchmark, "
+                   f"{models.BUDGET_S:.0f} for the models)")  # fmt: skip
     m = p.add_argument_group(
         "model benchmark", "--models runs it instead of the op and launch benchmarks (run those in a separate call)"
     )
@@ -122,9 +127,6 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--warmup", type=_at_least(1), default=models.WARMUP, help="untimed steps per side before timing")
     m.add_argument("--profile-steps", type=_at_least(0), default=models.PROFILE_STEPS,
                    help="eager steps per side under torch.profiler for BN's share (0: no profile)")  # fmt: skip
-    m.add_argument("--budget", type=float, default=models.BUDGET_S, metavar="SECONDS",
-                   help="seconds; past them, the cells and profiles not yet begun are n/a and the files are written "
-                   "(0: no limit)")  # fmt: skip
     m.add_argument("--no-tf32", action="store_true", help="f32 convolutions and matmuls without TF32 (torch's "
                    "default lets cuDNN use TF32)")  # fmt: skip
     return p
@@ -147,12 +149,14 @@ def unavailable() -> str | None:
 def _ops(torch: object, options: argparse.Namespace) -> int:
     families = [baselines.baseline(name) for name in options.family]
     out: Path = options.out
+    deadline = time.perf_counter() + options.budget if options.budget else math.inf
     if options.suite:
         done = ops.Run()
         for name in dict.fromkeys(f.suite for f in families if f.suite):
             part = [f for f in families if f.suite == name]
             shapes = suite.shapes(name)
-            ran = ops.run(torch, part, options.dtype, options.reps, shapes, options.host_calls, options.compile_every)
+            ran = ops.run(torch, part, options.dtype, options.reps, shapes, options.host_calls, options.compile_every,
+                          deadline)  # fmt: skip
             done.results += ran.results
             done.hosts += ran.hosts
             done.failures.merge(ran.failures)
@@ -160,7 +164,8 @@ def _ops(torch: object, options: argparse.Namespace) -> int:
         print(f"wrote {out / 'bench_suite.csv'}", flush=True)
         _png(report.write_suite_png, done.results, out / "bench_suite.png")
     else:
-        done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls)
+        done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls,
+                       deadline=deadline)  # fmt: skip
     report.print_table(done.results)
     report.print_host(done.hosts, options.host_calls)
     report.print_summary(report.summarize(done.results, done.hosts))
@@ -203,7 +208,7 @@ def model_plan(options: argparse.Namespace) -> models.Plan:
         steps=options.steps,
         warmup=options.warmup,
         profile_steps=options.profile_steps,
-        budget_s=max(0.0, options.budget),
+        budget_s=models.BUDGET_S if options.budget is None else max(0.0, options.budget),
         bn=options.bn,
         memory_format=options.memory_format,
         fuse=options.fuse,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -140,9 +141,11 @@ def run(
     shapes: Sequence[Shape] | None = None,
     host_calls: int = HOST_CALLS,
     compile_every: int = 1,
+    deadline: float = math.inf,
 ) -> Run:
-    """Every family x dtype x shape (`shapes` overrides each family's bench_shapes). torch.compile is timed on every
-    `compile_every`-th shape only (each shape compiles afresh, seconds each); elsewhere its column is n/a."""
+    """Every family x dtype x shape (`shapes` overrides each family's bench_shapes), shape by shape so that a run cut
+    short by `deadline` (a time.perf_counter() value) has every family on the same shapes. torch.compile is timed on
+    every `compile_every`-th shape only (each shape compiles afresh, seconds each); elsewhere its column is n/a."""
     timer = GpuTimer(torch, reps)
     gpu_time = timer.median_us
     out = Run()
@@ -158,13 +161,18 @@ def run(
         family_shapes = list(shapes or family.bench_shapes)
         tiny = host_shape(family_shapes)
         cases += [
-            (family, s, d, tiny, i % compile_every == 0)
+            (i, family, s, d, tiny, i % compile_every == 0)
             for d in dtypes
             if d in family.dtypes
             for i, s in enumerate(family_shapes)
         ]
+    cases = [case[1:] for case in sorted(cases, key=lambda case: case[0])]  # stable: families in order per shape
     print(f"op benchmark: {len(cases)} cases, median of {reps} (L2 flushed), host cost: {host_calls} calls", flush=True)
     for number, (family, shape, dtype, tiny, compiled) in enumerate(cases, 1):
+        if time.perf_counter() >= deadline:
+            print(f"op benchmark: over its time budget (--budget): {len(cases) - number + 1} of {len(cases)} cases "
+                  "not begun", flush=True)  # fmt: skip
+            break
         where = f"{shape_label(shape)} {dtype}"
         reset_compiled(torch)
         try:

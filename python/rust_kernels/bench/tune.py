@@ -11,6 +11,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from rust_kernels import tuning
@@ -32,6 +33,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", nargs="+", default=["f32", "bf16-f32"], help="dtype keys (default: f32 bf16-f32)")
     p.add_argument("--force", action="store_true", help="time every candidate again (default: only those the cache "
                    "and the shipped table have no time for)")  # fmt: skip
+    p.add_argument("--budget", type=float, default=0.0, metavar="SECONDS", help="seconds; past them no case begins "
+                   "and the table is still exported (0: no limit)")  # fmt: skip
     p.add_argument("--export", type=Path, metavar="FILE", help="then write this GPU's tuning entries to FILE")
     return p
 
@@ -55,10 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     families = [baselines.baseline(name) for name in options.op]
-    cases = [(f, s, d) for f in families for d in options.dtype if d in f.dtypes for s in shapes_of(options.shapes, f)]
+    # shape by shape, so that a run cut short by --budget has every family and dtype on the same shapes
+    indexed = [(i, f, s, d) for f in families for d in options.dtype if d in f.dtypes
+               for i, s in enumerate(shapes_of(options.shapes, f))]  # fmt: skip
+    cases = [case[1:] for case in sorted(indexed, key=lambda case: case[0])]
     failed = 0
+    deadline = time.perf_counter() + options.budget if options.budget > 0 else float("inf")
     with Progress("tune", len(cases)) as progress:
-        for family, shape, dtype in cases:
+        for number, (family, shape, dtype) in enumerate(cases):
+            if time.perf_counter() >= deadline:
+                print(f"\ntune: over its time budget (--budget): {len(cases) - number} of {len(cases)} cases not begun")
+                break
             progress.advance(f"{family.name} {'x'.join(map(str, shape))} {dtype}")
             reset_compiled(torch)
             try:
