@@ -512,7 +512,9 @@ def test_compile_every_k_times_torch_compile_on_every_kth_shape_only(monkeypatch
     monkeypatch.setattr(ops, "device_tensors", lambda f, shape, dtype: f.inputs(shape, dtype))
     shapes = [(n, 4) for n in range(1, 8)]
     done = ops.run(gpu, [family], ["f32"], reps=20, shapes=shapes, host_calls=10, compile_every=3)
-    assert [("compile" in r.us) for r in done.results] == [True, False, False, True, False, False, True]
+    compiled = {r.shape[0]: "compile" in r.us for r in done.results}
+    assert [compiled[n] for n in range(1, 8)] == [True, False, False, True, False, False, True]
+    assert [r.shape[0] - 1 for r in done.results] == suite.spread(7)  # spread over the list: a cut run samples it
     assert all(r.us["ours"] is not None for r in done.results)
 
 

@@ -19,7 +19,8 @@ SHAPE = (4, 16, 9, 9)
 
 @pytest.fixture(autouse=True)
 def fake_device(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUST_KERNELS_CACHE_DIR", str(tmp_path))
+    # entries in tmp_path/tuning; the kernels from the usual cache (a GPU machine without Rust has them only there)
+    monkeypatch.setattr(tuning, "directory", lambda device: tmp_path / "tuning" / device.slug)
     monkeypatch.setenv("RUST_KERNELS_TUNING", "on")
     monkeypatch.setattr(tuning, "gpu", lambda device: GPU)
     monkeypatch.setattr(tuning, "_capturing", lambda stream: False)
@@ -286,6 +287,21 @@ def test_training_candidates_at_hw_1_include_the_channels_last_kernels_and_run_r
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(outs[0][0], (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5) * weight[:, None, None]
                                + bias[:, None, None], rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+def test_a_call_asks_for_its_plan_on_the_stream_it_launches_on(monkeypatch):
+    """The tuner times on the call's stream: a call without a decided signature hands plan_for that stream (0 on
+    the host), so that on a GPU the candidates are timed at all."""
+    from rust_kernels import ops
+
+    op = ops.batch_norm_2d_nchw_backward.op
+    asked = []
+    real = op.plan_for
+    monkeypatch.setattr(op, "plan_for", lambda *a, **k: asked.append(a[4:] + tuple(k.values())) or real(*a, **k))
+    x = np.ones((2, 3, 4, 4), np.float32)
+    c = np.ones(3, np.float32)
+    ops.batch_norm_2d_nchw_backward(x, x, c, c, c, backend="host")
+    assert asked == [(0,)]
 
 
 class FakeDriver:

@@ -270,9 +270,9 @@ class Op:
         if problem.empty:  # nothing to launch
             return self._result(outputs)
         device = device_of(named, backend)
-        if plan is None:
-            plan = self.plan_for(named, problem, backend, outputs)
         handle = _stream(backend, device, _first(named), stream)
+        if plan is None:
+            plan = self.plan_for(named, problem, backend, outputs, handle)  # the stream the tuner times on
         decided = self._launch(plan, named, outputs, problem, device, backend, handle)
         if backend == "cuda" and is_torch(_first(named)) and all(d[0] is not None for d in decided) and not forced:
             self._fast.remember(arrays, scalars, handle, self._like_shapes(problem), decided)

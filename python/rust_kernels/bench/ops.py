@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rust_kernels import arrays
+from rust_kernels.bench import suite
 from rust_kernels.bench.baselines import Baseline
 from rust_kernels.bench.report import COLUMNS, HostResult, OpResult, Shape, fmt, shape_label
 from rust_kernels.bench.timing import WARMUP, GpuTimer, host_us_interleaved
@@ -143,8 +144,9 @@ def run(
     compile_every: int = 1,
     deadline: float = math.inf,
 ) -> Run:
-    """Every family x dtype x shape (`shapes` overrides each family's bench_shapes), shape by shape so that a run cut
-    short by `deadline` (a time.perf_counter() value) has every family on the same shapes. torch.compile is timed on
+    """Every family x dtype x shape (`shapes` overrides each family's bench_shapes), shape by shape in suite.spread's
+    order, so that a run cut short by `deadline` (a time.perf_counter() value) has every family on the same shapes,
+    spread over the list. torch.compile is timed on
     every `compile_every`-th shape only (each shape compiles afresh, seconds each); elsewhere its column is n/a."""
     timer = GpuTimer(torch, reps)
     gpu_time = timer.median_us
@@ -166,7 +168,8 @@ def run(
             if d in family.dtypes
             for i, s in enumerate(family_shapes)
         ]
-    cases = [case[1:] for case in sorted(cases, key=lambda case: case[0])]  # stable: families in order per shape
+    rank = {i: r for r, i in enumerate(suite.spread(max((case[0] for case in cases), default=-1) + 1))}
+    cases = [case[1:] for case in sorted(cases, key=lambda case: rank[case[0]])]  # stable: families in order per shape
     print(f"op benchmark: {len(cases)} cases, median of {reps} (L2 flushed), host cost: {host_calls} calls", flush=True)
     for number, (family, shape, dtype, tiny, compiled) in enumerate(cases, 1):
         if time.perf_counter() >= deadline:

@@ -27,3 +27,10 @@ def shapes(name: str) -> list[Shape]:
 def sources(name: str) -> dict[Shape, list[str]]:
     """Where each shape comes from ("resnet50@32", "C = 1", ...)."""
     return {tuple(entry["shape"]): entry["from"] for entry in _entries(name)}
+
+
+def spread(count: int) -> list[int]:
+    """0 .. count-1 in an order whose every prefix is spread evenly over the range (golden-ratio steps): a run cut
+    short by its time budget has sampled the whole suite, not its first models."""
+    golden = (5**0.5 - 1) / 2
+    return sorted(range(count), key=lambda i: (i * golden) % 1.0)
