@@ -44,6 +44,10 @@ print("[packaging] installed package: kernels hash as in the checkout (prebuilt 
 from rust_kernels.bench import suite
 assert len(suite.shapes("batch_norm_2d")) >= 60, suite.SUITES
 print(f"[packaging] installed package: the shape suite ({len(suite.shapes('batch_norm_2d'))} shapes) ships")
+from rust_kernels import tuning
+h200 = len(tuning.shipped("nvidia-h200-132sm"))
+assert h200 > 1000, "the H200 tuning table does not ship"
+print(f"[packaging] installed package: the H200 tuning table ({h200} entries) ships")
 PY
   )
   (cd "$work/elsewhere" && RUST_KERNELS_CACHE_DIR="$work/cache" RUST_KERNELS_QUIET=1 \

@@ -304,6 +304,41 @@ def test_a_call_asks_for_its_plan_on_the_stream_it_launches_on(monkeypatch):
     assert asked == [(0,)]
 
 
+def test_the_shipped_h200_table_serves_suite_keys_of_every_tuned_op_for_the_current_kernels(monkeypatch):
+    """The package's H200 table (measured by `tune --export` on an H200) holds every candidate of suite keys for the
+    kernels as they are now: an untuned process on an H200 times nothing there. Fails when kernels changed after
+    the table was measured: run `python -m rust_kernels tune --export .../tables/nvidia-h200-132sm.json.gz` on one."""
+    from rust_kernels import ops
+    from rust_kernels.bench import suite
+
+    h200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 60 << 20)
+    monkeypatch.setattr(tuning, "gpu", lambda device: h200)
+    assert len(tuning.shipped(h200.slug)) > 1000
+
+    def never() -> tuning.Launcher:
+        raise AssertionError("a candidate was timed: the shipped table lacks it")
+
+    shapes = suite.shapes("batch_norm_2d")
+    shapes = [shapes[i] for i in suite.spread(len(shapes))[:40]]
+    calls = {"batch_norm_2d_nchw_backward": ("dy x", {}), "batch_norm_2d_nchw_forward_inference": ("x", {}),
+             "batch_norm_2d_forward": ("x", {"training": True})}  # fmt: skip
+    for name, (big, scalars) in calls.items():
+        op = getattr(ops, name).op
+        served = 0
+        for shape in shapes:
+            named = [np.zeros(shape, np.float32) if i.name in big.split() else np.ones(shape[1], np.float32)
+                     for i in op.inputs]  # fmt: skip
+            values = tuple(scalars.get(s.name, s.default) for s in op.scalars)
+            _, problem = op.problem(tuple(named), values, "host")
+            placement = Placement(16, h200.sms)
+            candidates = op.candidates(problem, placement)
+            names = [tuning.entry_name(tuning.key(problem, placement, h200), p, h200.arch) for p in candidates]
+            if all(n in tuning.shipped(h200.slug) for n in names):
+                assert tuning.choose(candidates, problem, placement, 0, 0, never) is not None
+                served += 1
+        assert served >= 10, f"{name}: the shipped table serves {served} of {len(shapes)} suite keys"
+
+
 class FakeDriver:
     """cuda.bindings.driver as time_plans uses it: events read a clock that each launch advances by its plan's
     duration (ms), memsets (the L2 flush) advance it too."""

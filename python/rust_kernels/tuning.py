@@ -19,6 +19,7 @@ turns it off (the heuristic plan), on (default) or force (every candidate re-tim
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import statistics
@@ -104,11 +105,14 @@ def _path(device: Gpu, name: str) -> Path:
 
 @cache
 def shipped(slug: str) -> dict[str, Entry]:
-    """The package's table for a GPU (empty where none ships)."""
-    path = resources.files("rust_kernels") / _TABLES / f"{slug}.json"
-    if not path.is_file():
-        return {}
-    return {name: Entry(**record) for name, record in json.loads(path.read_text())["entries"].items()}
+    """The package's table for a GPU, `tables/<slug>.json.gz` (or `.json`); empty where none ships."""
+    folder = resources.files("rust_kernels") / _TABLES
+    for name, load in ((f"{slug}.json.gz", gzip.decompress), (f"{slug}.json", bytes)):
+        path = folder / name
+        if path.is_file():
+            table = json.loads(load(path.read_bytes()))
+            return {entry: Entry(**record) for entry, record in table["entries"].items()}
+    return {}
 
 
 _memory: dict[str, Entry] = {}  # this process's entries, by name (also what force re-timed)

@@ -8,6 +8,7 @@ and `ours_atomic` where it has one), so every candidate plan of every key is tim
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -35,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
                    "and the shipped table have no time for)")  # fmt: skip
     p.add_argument("--budget", type=float, default=0.0, metavar="SECONDS", help="seconds; past them no case begins "
                    "and the table is still exported (0: no limit)")  # fmt: skip
-    p.add_argument("--export", type=Path, metavar="FILE", help="then write this GPU's tuning entries to FILE")
+    p.add_argument("--export", type=Path, metavar="FILE", help="then write this GPU's tuning entries to "
+                   "FILE (gzipped where it ends in .gz, as python/rust_kernels/tables/ holds them)")  # fmt: skip
     return p
 
 
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         info = tuning.gpu(torch.cuda.current_device())
         table = {"gpu": info.name, "sms": info.sms, "entries": tuning.entries(info)}
         options.export.parent.mkdir(parents=True, exist_ok=True)
-        options.export.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
+        text = (json.dumps(table, indent=0, sort_keys=True) + "\n").encode()
+        gzipped = options.export.name.endswith(".gz")  # how the package ships a table (a few MB of JSON)
+        options.export.write_bytes(gzip.compress(text, mtime=0) if gzipped else text)
         print(f"wrote {len(table['entries'])} entries for {info.name} ({info.sms} SMs) to {options.export}")
     return 1 if failed else 0
 
