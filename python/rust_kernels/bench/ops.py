@@ -146,8 +146,8 @@ def run(
 ) -> Run:
     """Every family x dtype x shape (`shapes` overrides each family's bench_shapes), shape by shape in suite.spread's
     order, so that a run cut short by `deadline` (a time.perf_counter() value) has every family on the same shapes,
-    spread over the list. torch.compile is timed on
-    every `compile_every`-th shape only (each shape compiles afresh, seconds each); elsewhere its column is n/a."""
+    spread over the list. torch.compile is timed on every `compile_every`-th shape only (each shape compiles afresh,
+    seconds each); elsewhere its column is n/a."""
     timer = GpuTimer(torch, reps)
     gpu_time = timer.median_us
     out = Run()
@@ -168,8 +168,7 @@ def run(
             if d in family.dtypes
             for i, s in enumerate(family_shapes)
         ]
-    rank = {i: r for r, i in enumerate(suite.spread(max((case[0] for case in cases), default=-1) + 1))}
-    cases = [case[1:] for case in sorted(cases, key=lambda case: rank[case[0]])]  # stable: families in order per shape
+    cases = suite.by_spread(cases)
     print(f"op benchmark: {len(cases)} cases, median of {reps} (L2 flushed), host cost: {host_calls} calls", flush=True)
     for number, (family, shape, dtype, tiny, compiled) in enumerate(cases, 1):
         if time.perf_counter() >= deadline:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 SUITES = Path(__file__).resolve().parent / "suites"
 Shape = tuple[int, ...]
@@ -34,3 +35,10 @@ def spread(count: int) -> list[int]:
     short by its time budget has sampled the whole suite, not its first models."""
     golden = (5**0.5 - 1) / 2
     return sorted(range(count), key=lambda i: (i * golden) % 1.0)
+
+
+def by_spread(cases: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """`cases`, each led by its shape's index, shape by shape in `spread`'s order (stable: the cases of one shape
+    keep their order), without the index."""
+    rank = {i: r for r, i in enumerate(spread(max((case[0] for case in cases), default=-1) + 1))}
+    return [case[1:] for case in sorted(cases, key=lambda case: rank[case[0]])]

@@ -64,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     # shapes, spread over the suite
     indexed = [(i, f, s, d) for f in families for d in options.dtype if d in f.dtypes
                for i, s in enumerate(shapes_of(options.shapes, f))]  # fmt: skip
-    rank = {i: r for r, i in enumerate(suite.spread(max((case[0] for case in indexed), default=-1) + 1))}
-    cases = [case[1:] for case in sorted(indexed, key=lambda case: rank[case[0]])]
+    cases = suite.by_spread(indexed)
     failed = 0
     deadline = time.perf_counter() + options.budget if options.budget > 0 else float("inf")
     with Progress("tune", len(cases)) as progress:
