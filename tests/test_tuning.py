@@ -304,12 +304,11 @@ def test_a_call_asks_for_its_plan_on_the_stream_it_launches_on(monkeypatch):
     assert asked == [(0,)]
 
 
-def test_the_shipped_h200_table_serves_suite_keys_of_the_eval_ops_for_the_current_kernels(monkeypatch):
+def test_the_shipped_h200_table_serves_suite_keys_of_every_tuned_op_for_the_current_kernels(monkeypatch):
     """The package's H200 table (measured by `tune --export` on an H200) holds every candidate of suite keys for the
-    eval kernels as they are now: an untuned process on an H200 times nothing there. Fails when those kernels
-    changed after the table was measured: run `python -m rust_kernels tune --export
-    python/rust_kernels/tables/nvidia-h200-132sm.json.gz` on one. (The training kernels changed after their
-    timings were taken, so the table holds none of theirs: they are timed on first use.)"""
+    kernels as they are now, eval and training ops, NCHW and channels_last: an untuned process on an H200 times
+    nothing there. Fails when those kernels changed after the table was measured: run `python -m rust_kernels tune
+    --export` on one and merge its entries into python/rust_kernels/tables/nvidia-h200-132sm.json.gz."""
     from rust_kernels import ops
     from rust_kernels.bench import suite
 
@@ -323,22 +322,32 @@ def test_the_shipped_h200_table_serves_suite_keys_of_the_eval_ops_for_the_curren
 
     shapes = suite.shapes("batch_norm_2d")
     shapes = [shapes[i] for i in suite.spread(len(shapes))[:40]]
-    calls = {"batch_norm_2d_nchw_backward": ("dy x", {}), "batch_norm_2d_nchw_forward_inference": ("x", {})}
-    for name, (big, scalars) in calls.items():
+    train, relu = {"training": True}, {"activation": "relu"}
+    calls = {  # op: (its [B, C, H, W] inputs, scalars, memory formats)
+        "batch_norm_2d_nchw_backward": ("dy x", {}, (False,)),
+        "batch_norm_2d_nchw_forward_inference": ("x", {}, (False,)),
+        "batch_norm_2d_forward": ("x", train, (False, True)),
+        "batch_norm_2d_backward": ("dy x", train, (False, True)),
+        "batch_norm_2d_act_forward": ("x", relu, (False, True)),
+        "batch_norm_2d_act_backward": ("dy x", relu, (False, True)),
+    }
+    for name, (big, scalars, layouts) in calls.items():
         op = getattr(ops, name).op
-        served = 0
-        for shape in shapes:
-            named = [np.zeros(shape, np.float32) if i.name in big.split() else np.ones(shape[1], np.float32)
-                     for i in op.inputs]  # fmt: skip
-            values = tuple(scalars.get(s.name, s.default) for s in op.scalars)
-            _, problem = op.problem(tuple(named), values, "host")
-            placement = Placement(16, h200.sms)
-            candidates = op.candidates(problem, placement)
-            names = [tuning.entry_name(tuning.key(problem, placement, h200), p, h200.arch) for p in candidates]
-            if all(n in tuning.shipped(h200.slug) for n in names):
-                assert tuning.choose(candidates, problem, placement, 0, 0, never) is not None
-                served += 1
-        assert served >= 10, f"{name}: the shipped table serves {served} of {len(shapes)} suite keys"
+        for channels_last in layouts:
+            served = 0
+            for b, c, h, w in shapes:
+                nhwc = np.zeros((b, h, w, c), np.float32).transpose(0, 3, 1, 2)  # channels_last, viewed as NCHW
+                full = nhwc if channels_last else np.zeros((b, c, h, w), np.float32)
+                named = [full if i.name in big.split() else np.ones(c, np.float32) for i in op.inputs]
+                values = tuple(scalars.get(s.name, s.default) for s in op.scalars)
+                _, problem = op.problem(tuple(named), values, "host")
+                placement = Placement(16, h200.sms)
+                candidates = op.candidates(problem, placement)
+                names = [tuning.entry_name(tuning.key(problem, placement, h200), p, h200.arch) for p in candidates]
+                if all(n in tuning.shipped(h200.slug) for n in names):
+                    assert tuning.choose(candidates, problem, placement, 0, 0, never) is not None
+                    served += 1
+            assert served >= 30, f"{name} ({channels_last=}): the shipped table serves {served} of {len(shapes)} keys"
 
 
 class FakeDriver:

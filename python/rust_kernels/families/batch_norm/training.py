@@ -7,6 +7,10 @@ batch_norm_2d_backward_reduce (sum dy and sum dy * (x - mean), giving dweight an
 batch_norm_2d_backward_elementwise (reads dy and x, writes dx): 5 passes. The reductions split each channel (NCHW)
 or block of channels (channels_last) over several CTAs until the GPU is full, each keeping enough work; their
 partial statistics merge in a fixed order, so every result is bit-identical run to run.
+
+Where an NCHW channel's data is small, one launch does each direction instead (batch_norm_2d_fused_forward and
+batch_norm_2d_fused_backward: a CTA per channel, its second read served by L2): half the launches, and no pass over
+DRAM for the second read.
 """
 
 from __future__ import annotations
@@ -22,17 +26,28 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dBackwardReduce,
     BatchNorm2dBackwardReduceAct,
     BatchNorm2dBatchStats,
+    BatchNorm2dFusedBackward,
+    BatchNorm2dFusedBackwardAct,
+    BatchNorm2dFusedForward,
+    BatchNorm2dFusedForwardAct,
     BatchNorm2dNormalize,
     BatchNorm2dNormalizeAct,
 )
 from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 
-FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct)
+FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct, BatchNorm2dFusedForward,
+                   BatchNorm2dFusedForwardAct)  # fmt: skip
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
-                    BatchNorm2dBackwardElementwiseAct)  # fmt: skip
+                    BatchNorm2dBackwardElementwiseAct, BatchNorm2dFusedBackward,
+                    BatchNorm2dFusedBackwardAct)  # fmt: skip
+# The one-launch kernels (by direction, with an activation fused or not).
+FUSED = {("forward", False): BatchNorm2dFusedForward, ("forward", True): BatchNorm2dFusedForwardAct,
+         ("backward", False): BatchNorm2dFusedBackward, ("backward", True): BatchNorm2dFusedBackwardAct}  # fmt: skip
 # The activations fused after the normalisation (the *_act kernels' ACTIVATION const); 0: none (the plain kernels).
 ACTIVATIONS = {"relu": 1, "silu": 2, "relu6": 3}
 MAX_SPLIT = 256
+# The reductions' CTAs resident per SM (256 threads of at most 80 registers, as ptxas builds them for sm_90).
+WAVE_CTAS = 3
 # The reductions' CTA size (measured on the H200: 256 was best or within a few percent of 128 on every shape of a
 # sweep, so 128 is not built: half the instances).
 REDUCTION_BLOCK = 256
@@ -48,6 +63,14 @@ MAX_COLS = 32
 ELEMENTWISE_BLOCK = 256
 WAVES = 4  # the elementwise grid: at most this many waves of full SMs, each thread then strides on
 COLUMN_UNITS = 16
+# The one-launch kernels where a channel's activations take at most this many bytes (scaled down by C / SMs where the
+# channels do not fill the GPU: each CTA then streams more of the tensor): L2 keeps them for the second read, and one
+# CTA's threads keep enough loads in flight. Their CTA: the largest of FUSED_BLOCKS giving each thread 4 units (small
+# CTAs for small channels: more of them resident at once).
+FUSED_CHANNEL_BYTES = 64 << 10
+FUSED_BLOCKS = (128, 256, 512)
+# A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
+MIN_FUSED_ROW_BYTES = 32
 
 
 def lanes(vectorized: int, dtype: str) -> int:
@@ -157,10 +180,44 @@ def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, chan
     )
 
 
+def fused(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int,
+          activation: int = 0) -> Plan:  # fmt: skip
+    """The one-launch forward or backward (NCHW, grid [C]); the backward keeps each channel's two terms in `sums`."""
+    kind = FUSED[which, bool(activation)]
+    kernel = kind(block, vectorized, *_activation(activation), dtype=dtype, param_dtype=param)
+    return Plan(kernel, (shape[1], 1, 1), (), () if which == "forward" else (sums(shape, dtype),))
+
+
+def fusable(shape: common.Shape4, dtype: str) -> bool:
+    """Whether the one-launch kernels can stream this NCHW shape: rows of at least a sector."""
+    return shape[2] * shape[3] * DTYPES[dtype].size >= MIN_FUSED_ROW_BYTES
+
+
+def fused_fits(shape: common.Shape4, dtype: str, sms: int, scale: int = 1) -> bool:
+    """Whether an NCHW channel's activations are small enough for the one-launch kernels (`scale` times the rule's
+    bound: the autotuner times them a little past it)."""
+    batches, channels, height, width = shape
+    per_channel = batches * height * width * DTYPES[dtype].size
+    return (fusable(shape, dtype) and per_channel > 0
+            and per_channel * sms <= scale * FUSED_CHANNEL_BYTES * min(sms, channels))  # fmt: skip
+
+
+def fused_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> int | None:
+    """The one-launch kernels' CTA size where the rule takes them for this NCHW shape, else None."""
+    batches, _, height, width = shape
+    if not fused_fits(shape, dtype, sms):
+        return None
+    units = batches * height * width // lanes(vectorized, dtype)
+    return max([b for b in FUSED_BLOCKS if units >= 4 * b], default=FUSED_BLOCKS[0])
+
+
 @cache  # a pure function of its arguments: the ops ask it on every call they decide
 def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool,
          activation: int = 0) -> Plan:  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
+    block = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
+    if block:
+        return fused(which, shape, dtype, param, vectorized, block, activation)
     build = forward if which == "forward" else backward
     return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation)
 
@@ -174,6 +231,9 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
         layouts.append(not channels_last)
     out = [own] + [p for layout in layouts
                    for p in _around(which, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
+    if not channels_last and fused_fits(shape, dtype, sms, scale=4):
+        vectorized = vector_mode(shape, dtype, alignment, False)
+        out += [fused(which, shape, dtype, param, vectorized, block, activation) for block in FUSED_BLOCKS]
     return tuple(dict.fromkeys(out))
 
 
@@ -187,9 +247,13 @@ def _around(which: str, shape: common.Shape4, dtype: str, param: str, alignment:
 
 
 def splits_around(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> list[int]:
-    """A reduction's splits the autotuner times: from a quarter to four times the geometry's, in powers of two."""
-    _, own, _ = geometry(shape, dtype, vectorized, channels_last, sms)
-    return [s for s in (own // 4, own // 2, own, own * 2, own * 4) if 1 <= s <= MAX_SPLIT]
+    """A reduction's splits the autotuner times: from a quarter to four times the geometry's, in powers of two, and
+    those that fill WAVE_CTAS CTAs per SM once or twice (a power of two of CTAs leaves a last wave part-empty: 512 CTAs
+    on 132 SMs holding 3 each)."""
+    grid_x, own, _ = geometry(shape, dtype, vectorized, channels_last, sms)
+    filling = [-(-waves * WAVE_CTAS * sms // grid_x) for waves in (1, 2)]
+    splits = dict.fromkeys((own // 4, own // 2, own, own * 2, own * 4, *filling))
+    return [s for s in splits if 1 <= s <= MAX_SPLIT]
 
 
 def grids_around(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> list[int]:
@@ -206,7 +270,8 @@ def grids_around(shape: common.Shape4, dtype: str, vectorized: int, channels_las
 def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times for the forward's or the backward's two launches: the reduction split from a
     quarter to four times the rule's (in powers of two), by the elementwise grid at half, once and twice the rule's
-    (kept a multiple of what channels_last needs); where H*W = 1, in both memory formats' kernels."""
+    (kept a multiple of what channels_last needs); where H*W = 1, in both memory formats' kernels; for NCHW up to four
+    times the rule's channel size, the one-launch kernel at each CTA size."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem))  # fmt: skip
 
@@ -244,7 +309,7 @@ def layout_fits(plan: Plan, problem: Problem) -> str | None:
     if problem.empty or channels == 1 or height * width == 1:  # NCHW and NHWC: then the same memory
         return None
     for launch in plan.launches:
-        if bool(launch.kernel.channels_last) != (problem.order is not None):
+        if bool(getattr(launch.kernel, "channels_last", 0)) != (problem.order is not None):
             layout = "channels_last" if problem.order is not None else "NCHW"
             return f"its kernel {launch.kernel.id} reads the other memory format than the arrays' ({layout})"
     return None

@@ -67,7 +67,10 @@ class _Fused:
         return super(_Fused, own).run(plan, data, backend)  # type: ignore[misc, no-any-return]
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
-        return [p for code in NAMES for p in self._plans(partial(self.build, activation=code), backend, shape, dtype)]  # type: ignore[attr-defined]
+        build = self.build  # type: ignore[attr-defined]
+        plans = self._plans  # type: ignore[attr-defined]
+        return [p for code in NAMES
+                for p in plans(partial(build, activation=code), backend, shape, dtype, activation=code)]  # fmt: skip
 
 
 def _spaces(scalars: tuple[str, ...]) -> dict[str, Any]:

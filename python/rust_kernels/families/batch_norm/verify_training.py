@@ -103,9 +103,10 @@ def summation_depth(plan: Plan, shape: tuple[int, ...]) -> int:
     """The longest chain of merges or additions behind a channel's statistic: each thread's sequential units
     (a pack's lanes, per unrolled step), the tree within the CTA (10 levels, or a column's rows), the slices."""
     batches, _, height, width = shape
-    slices = int(plan.value("SPLIT"))
+    values = dict(plan.values)  # the one-launch kernels: one slice, one column
+    slices = int(values.get("SPLIT", 1))
     threads = plan.kernel.block_dim[0]
-    per_thread = math.ceil(batches * height * width / slices / max(1, threads // int(plan.value("COLS"))))
+    per_thread = math.ceil(batches * height * width / slices / max(1, threads // int(values.get("COLS", 1))))
     return per_thread + 16 + 10 + slices + 10
 
 
@@ -146,17 +147,21 @@ class _Training(Family):
     sanitize_shapes = SANITIZE_SHAPES
 
     def layout_of(self, plan: Plan) -> Layout:
-        return CHANNELS_LAST if plan.kernel.channels_last else NCHW
+        return CHANNELS_LAST if getattr(plan.kernel, "channels_last", 0) else NCHW
 
     def refusal(self, shape: tuple[int, ...]) -> str | None:
         """One value per channel has no unbiased variance: refused, as PyTorch refuses it."""
         b, _, h, w = shape
         return "training mode needs more than 1 value per channel" if b * h * w == 1 else None
 
-    def _plans(self, build: Any, backend: str, shape: tuple[int, ...], dtype: str, elementwise: bool = True
-               ) -> list[Plan]:  # fmt: skip
+    # The direction of the one-launch kernels (training.fused) that also run this family's problems; None: none.
+    which: str | None = None
+
+    def _plans(self, build: Any, backend: str, shape: tuple[int, ...], dtype: str, elementwise: bool = True,
+               activation: int = 0) -> list[Plan]:  # fmt: skip
         """Both layouts, every pack their runs allow, the plan's own split and forced ones; where the plans end in
-        an `elementwise` launch, with its own grid and with the fewest CTAs."""
+        an `elementwise` launch, with its own grid and with the fewest CTAs; the one-launch kernels (NCHW) at each
+        CTA size (the emulator: one dtype key, the others the smaller)."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else LISTED_SMS
         every_grid = backend == "cuda" or dtype == HOST_EVERY_GRID
@@ -173,11 +178,16 @@ class _Training(Family):
                 else:
                     fewest = 1
                 out.append(build(shape, storage, param, vectorized, channels_last, sms, None, fewest))
+        if self.which and training.fusable(shape, storage):  # type: ignore[arg-type]
+            blocks = training.FUSED_BLOCKS if every_grid else training.FUSED_BLOCKS[:1]
+            out += [training.fused(self.which, shape, storage, param, vectorized, block, activation)  # type: ignore[arg-type]
+                    for vectorized in _packs(shape, storage, False) for block in blocks]  # fmt: skip
         return out
 
 
 class TrainingForward(_Training):
     op = forward.NATIVE
+    which = "forward"
     scalars = {"training": True, "momentum": 0.1, "eps": 1e-5}  # noqa: RUF012
     suites = {  # noqa: RUF012
         "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (2, 16, 32, 32), (32, 64, 28, 28), (3, 5, 1, 1031),
@@ -255,6 +265,7 @@ class TrainingForward(_Training):
 
 class TrainingBackward(_Training):
     op = backward.NATIVE
+    which = "backward"
     scalars = {"training": True, "eps": 1e-5}  # noqa: RUF012
     suites = TrainingForward.suites
     spaces = {b: dataclasses.replace(s, scalars={"eps": s.scalars["eps"]}) for b, s in SPACES.items()}  # noqa: RUF012
