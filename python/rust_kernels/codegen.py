@@ -28,6 +28,7 @@ from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from rust_kernels import resources
+from rust_kernels.dtypes import DTYPES, activations
 from rust_kernels.errors import SpecError
 from rust_kernels.spec import SHARED_PREFIX, KernelSpec
 from rust_kernels.version import __version__
@@ -183,9 +184,11 @@ def _params(spec: KernelSpec, dtype: str | None, param: str | None = None) -> st
 
 def kernel_source(spec: KernelSpec, dtype_key: str, param: str, consts: dict[str, int]) -> str:
     """The kernel function of one instance: generic in the dtype D (and P) and in the spec's consts, its body
-    rendered with the instance's dtype key ("bf16-f32"), parameter dtype and consts in the context."""
+    rendered with the instance's dtype key ("bf16-f32"), parameter dtype, D's bytes (`storage_bytes`: a 16-byte pack
+    holds 16 / storage_bytes lanes) and consts in the context."""
     source = _render(f"{SHARED_PREFIX}kernel.rs.j2", spec.directory, spec=spec, params_generic=_params(spec, None),
-                     dtype=dtype_key, param=param, **consts)  # fmt: skip
+                     dtype=dtype_key, param=param, storage_bytes=DTYPES[activations(dtype_key)].size,
+                     **consts)  # fmt: skip
     read = FILE_READS.search(source)
     if read:
         raise SpecError(f"{spec.directory / spec.template}: the generated kernel reads a file at build time "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Any
 
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common
@@ -302,6 +303,11 @@ def fits(plan: Plan, problem: Problem) -> str | None:
     return layout_fits(plan, problem) if training else None
 
 
+def reads_channels_last(kernel: Any) -> bool:
+    """Whether a training kernel reads NHWC memory (its CHANNELS_LAST const; the one-launch kernels read NCHW)."""
+    return bool(getattr(kernel, "channels_last", 0))
+
+
 def layout_fits(plan: Plan, problem: Problem) -> str | None:
     """Why a forced plan of training kernels cannot run this problem: a kernel reads the other memory format than
     the arrays' (where the two differ)."""
@@ -309,7 +315,7 @@ def layout_fits(plan: Plan, problem: Problem) -> str | None:
     if problem.empty or channels == 1 or height * width == 1:  # NCHW and NHWC: then the same memory
         return None
     for launch in plan.launches:
-        if bool(getattr(launch.kernel, "channels_last", 0)) != (problem.order is not None):
+        if reads_channels_last(launch.kernel) != (problem.order is not None):
             layout = "channels_last" if problem.order is not None else "NCHW"
             return f"its kernel {launch.kernel.id} reads the other memory format than the arrays' ({layout})"
     return None

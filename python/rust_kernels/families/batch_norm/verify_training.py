@@ -147,7 +147,7 @@ class _Training(Family):
     sanitize_shapes = SANITIZE_SHAPES
 
     def layout_of(self, plan: Plan) -> Layout:
-        return CHANNELS_LAST if getattr(plan.kernel, "channels_last", 0) else NCHW
+        return CHANNELS_LAST if training.reads_channels_last(plan.kernel) else NCHW
 
     def refusal(self, shape: tuple[int, ...]) -> str | None:
         """One value per channel has no unbiased variance: refused, as PyTorch refuses it."""
