@@ -352,13 +352,33 @@ def test_the_shipped_h200_table_serves_suite_keys_of_every_tuned_op_for_the_curr
 
 class FakeDriver:
     """cuda.bindings.driver as time_plans uses it: events read a clock that each launch advances by its plan's
-    duration (ms), memsets (the L2 flush) advance it too."""
+    duration (ms), memsets (the L2 flush) advance it too. Between cuStreamBeginCapture and cuStreamEndCapture the
+    stream's work (flushes, event records, `launch`es) is kept as a graph, which each cuGraphLaunch runs."""
 
     class CUresult:
         CUDA_SUCCESS = 0
 
+    class CUstreamCaptureMode:
+        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+
+    class CUevent_record_flags:
+        CU_EVENT_RECORD_EXTERNAL = 1
+
     def __init__(self):
-        self.clock, self.log, self.live = 0.0, [], 0
+        self.clock, self.log, self.live, self.graph = 0.0, [], 0, None
+
+    def _do(self, work):
+        """Runs (or, while capturing, keeps) a piece of stream work: ("flush",), ("event", e), ("kernel", label, ms)."""
+        if self.graph is not None:
+            self.graph.append(work)
+        elif work[0] == "event":
+            work[1]["t"] = self.clock
+        else:
+            self.log.append(work[-2] if work[0] == "kernel" else "flush")
+            self.clock += work[-1] if work[0] == "kernel" else 0.5
+
+    def launch(self, label, ms):
+        self._do(("kernel", label, ms))
 
     def CUstream(self, handle):
         return handle
@@ -372,7 +392,13 @@ class FakeDriver:
         return (0,)
 
     def cuEventRecord(self, event, stream):
-        event["t"] = self.clock
+        assert self.graph is None, "a plain event record while capturing is no graph node"
+        self._do(("event", event))
+        return (0,)
+
+    def cuEventRecordWithFlags(self, event, stream, flags):
+        assert self.graph is not None, "CU_EVENT_RECORD_EXTERNAL is invalid outside capture"
+        self._do(("event", event))
         return (0,)
 
     def cuEventSynchronize(self, event):
@@ -385,13 +411,47 @@ class FakeDriver:
         return 0, end["t"] - start["t"]
 
     def cuMemsetD8Async(self, pointer, value, nbytes, stream):
-        self.log.append("flush")
-        self.clock += 0.5
+        self._do(("flush",))
+        return (0,)
+
+    def cuStreamBeginCapture(self, stream, mode):
+        self.graph = []
+        return (0,)
+
+    def cuStreamEndCapture(self, stream):
+        graph, self.graph = self.graph, None
+        self.live += 1
+        return 0, graph
+
+    def cuGraphInstantiate(self, graph, flags):
+        self.live += 1
+        return 0, graph
+
+    def cuGraphLaunch(self, graph, stream):
+        self.log.append("graph")
+        for work in graph:
+            self._do(work)
+        return (0,)
+
+    def cuGraphExecDestroy(self, executable):
+        self.live -= 1
+        return (0,)
+
+    def cuGraphDestroy(self, graph):
+        self.live -= 1
         return (0,)
 
 
+class UncapturingDriver(FakeDriver):
+    """A driver that refuses graph capture: the repetitions are issued as they are."""
+
+    def cuStreamBeginCapture(self, stream, mode):
+        return (1,)
+
+
 def test_time_plans_interleaves_flushed_repetitions_and_drops_a_failing_plan(monkeypatch):
-    fake = FakeDriver()
+    """Where graphs cannot be captured, each repetition issues the plan's launches (their median counts)."""
+    fake = UncapturingDriver()
     monkeypatch.setattr(tuning.driver, "driver_module", lambda: fake)
     monkeypatch.setattr(tuning, "_flush_buffer", lambda info: (1, 2 * info.l2_bytes))
     candidates = plans()[:3]
@@ -401,8 +461,7 @@ def test_time_plans_interleaves_flushed_repetitions_and_drops_a_failing_plan(mon
     def launch(plan):
         if plan is candidates[1]:
             raise tuning.driver.LaunchError("launch refused: too many resources requested")
-        fake.log.append(plan.label)
-        fake.clock += durations[plan.label].pop(0)
+        fake.launch(plan.label, durations[plan.label].pop(0))
 
     out = tuning.time_plans(candidates, launch, 0, GPU)
     assert out[0] == (pytest.approx(10.0), "")
@@ -412,6 +471,29 @@ def test_time_plans_interleaves_flushed_repetitions_and_drops_a_failing_plan(mon
     assert timed[:4] == ["flush", candidates[0].label, "flush", candidates[2].label]
     assert len(timed) == 4 * tuning.MAX_REPS
     assert fake.live == 0  # every event destroyed
+
+
+def test_time_plans_captures_each_repetition_into_one_graph(monkeypatch):
+    """Each repetition (every candidate's flush, start event, launches, end event) is captured after the warm-ups
+    and launched as one graph: its events time the launches back to back, with no host time between them. Every
+    graph and event is destroyed."""
+    fake = FakeDriver()
+    monkeypatch.setattr(tuning.driver, "driver_module", lambda: fake)
+    monkeypatch.setattr(tuning, "_flush_buffer", lambda info: (1, 2 * info.l2_bytes))
+    candidates = plans()[:2]
+    first, second = (c.label for c in candidates)
+    durations = {first: 0.004, second: 0.002}
+
+    def launch(plan):
+        for _ in range(2):  # two launches a plan
+            fake.launch(plan.label, durations[plan.label] / 2)
+
+    out = tuning.time_plans(candidates, launch, 0, GPU)
+    assert out == [(pytest.approx(4.0), ""), (pytest.approx(2.0), "")]
+    reps = fake.log[4:]  # after the warm-ups (two launches each): one graph per repetition
+    assert reps[:6] == ["graph", "flush", first, first, "flush", second]
+    assert reps.count("graph") == tuning.MAX_REPS and "flush" not in fake.log[:4]
+    assert fake.live == 0
 
 
 def test_an_unwritable_cache_costs_a_saved_entry_not_the_call(monkeypatch):

@@ -110,11 +110,14 @@ def elementwise_grid(shape: common.Shape4, dtype: str, vectorized: int, channels
     """CTAs of an elementwise launch: enough for every unit, at most WAVES waves of 2048-thread SMs; for
     channels_last a multiple that keeps each thread on one column of channel units, and each thread at least
     COLUMN_UNITS units to amortise its per-lane coefficients (measured on the H200 with ncu, (32, 256, 56, 56) bf16:
-    with 3 units a thread the coefficient loads saturated the load/store units at 31% of DRAM bandwidth)."""
+    with 3 units a thread the coefficient loads saturated the load/store units at 31% of DRAM bandwidth), but never
+    fewer CTAs than one wave fills: a tensor smaller than that takes a unit a thread, as its loads' latency, not the
+    coefficients, bounds it."""
     units = math.prod(shape) // lanes(vectorized, dtype)
-    ctas = max(1, min(-(-units // ELEMENTWISE_BLOCK), sms * (2048 // ELEMENTWISE_BLOCK) * WAVES))
+    wave = sms * (2048 // ELEMENTWISE_BLOCK)
+    ctas = max(1, min(-(-units // ELEMENTWISE_BLOCK), wave * WAVES))
     if channels_last:
-        ctas = max(1, min(ctas, -(-units // (ELEMENTWISE_BLOCK * COLUMN_UNITS))))
+        ctas = max(1, min(ctas, max(wave, -(-units // (ELEMENTWISE_BLOCK * COLUMN_UNITS)))))
         groups = shape[1] // lanes(vectorized, dtype)
         step = max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
         ctas = -(-ctas // step) * step

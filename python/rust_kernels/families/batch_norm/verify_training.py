@@ -192,7 +192,8 @@ class TrainingForward(_Training):
     suites = {  # noqa: RUF012
         "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (2, 16, 32, 32), (32, 64, 28, 28), (3, 5, 1, 1031),
                  (8, 64, 14, 14), (4, 256, 7, 7)],
-        "host": [(2, 3, 5, 7), (16, 8, 1, 1), (2, 16, 4, 4)],
+        # The last: channels_last threads with whole steps of rows (and elementwise units) and a tail.
+        "host": [(2, 3, 5, 7), (16, 8, 1, 1), (2, 16, 4, 4), (4, 16, 12, 12)],
     }  # fmt: skip
 
     @property
