@@ -4,6 +4,7 @@ capture; on CPU with the device timing replaced, and on the GPU for real."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -308,7 +309,7 @@ def test_the_shipped_h200_table_serves_suite_keys_of_every_tuned_op_for_the_curr
     """The package's H200 table (measured by `tune --export` on an H200) holds every candidate of suite keys for the
     kernels as they are now, eval and training ops, NCHW and channels_last: an untuned process on an H200 times
     nothing there. Fails when those kernels changed after the table was measured: run `python -m rust_kernels tune
-    --export` on one and merge its entries into python/rust_kernels/tables/nvidia-h200-132sm.json.gz."""
+    --export FILE` on one and merge FILE into the table with scripts/merge_tuning_table.py."""
     from rust_kernels import ops
     from rust_kernels.bench import suite
 
@@ -530,3 +531,40 @@ def test_the_sync_ops_list_their_splits_and_grids_and_every_candidate_gives_the_
         for plan in candidates[1:]:
             for a, b in zip(run(plan), own, strict=True):
                 np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=plan.label)
+
+
+def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candidate_names(tmp_path, capsys):
+    """scripts/merge_tuning_table.py: an exported table's entries merge in (a later time replaces an earlier one of
+    the same name), and an entry whose kernels changed since (no current candidate names it) is dropped."""
+    import importlib.util
+
+    from rust_kernels import ops
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "merge_tuning_table.py"
+    spec = importlib.util.spec_from_file_location("merge_tuning_table", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    h200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 0)
+    x = np.zeros((2, 16, 4, 4), np.float32)
+    c = np.ones(16, np.float32)
+    op = ops.batch_norm_2d_forward.op
+    _, problem = op.problem((x, c, c, c, c), (True, 0.1, 1e-5), "host")
+    placement = Placement(16, 132)
+    key = tuning.key(problem, placement, h200)
+    first, second = op.candidates(problem, placement)[:2]
+    names = [tuning.entry_name(key, p, h200.arch) for p in (first, second)]
+    assert set(names) <= script.current_names(key, h200)
+
+    def entry(plan_label, us):
+        return {"us": us, "plan": plan_label, "key": key, "reason": ""}
+
+    stale = entry("batch_norm_2d_batch_stats__f32__old", 1.0)
+    table = {"gpu": h200.name, "sms": 132, "entries": {names[0]: entry(first.label, 5.0), "f" * 40: stale}}
+    exported = {"gpu": h200.name, "sms": 132, "entries": {names[0]: entry(first.label, 4.0),
+                                                          names[1]: entry(second.label, 6.0)}}  # fmt: skip
+    script.write(tmp_path / "table.json.gz", table)
+    script.write(tmp_path / "new.json.gz", exported)
+    assert script.main([str(tmp_path / "new.json.gz"), "--table", str(tmp_path / "table.json.gz")]) == 0
+    kept = script.read(tmp_path / "table.json.gz")["entries"]
+    assert set(kept) == set(names) and kept[names[0]]["us"] == 4.0
+    assert "dropped 1: {'batch_norm_2d_batch_stats': 1}" in capsys.readouterr().out
