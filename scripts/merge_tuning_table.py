@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "python"))
 import numpy as np  # noqa: E402
 
 from rust_kernels import registry, tuning  # noqa: E402
+from rust_kernels.bench.tune import write_table  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
 from rust_kernels.families.batch_norm import common  # noqa: E402
 from rust_kernels.runtime import Placement  # noqa: E402
@@ -38,12 +39,6 @@ STATISTICS = ("save_mean", "save_invstd", "mean", "invstd")  # inputs in the acc
 def read(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
     return json.loads(gzip.decompress(data) if path.name.endswith(".gz") else data)  # type: ignore[no-any-return]
-
-
-def write(path: Path, table: dict[str, Any]) -> None:
-    """As `tune --export` writes a table: sorted, gzipped without a timestamp (the same entries, the same bytes)."""
-    text = (json.dumps(table, indent=0, sort_keys=True) + "\n").encode()
-    path.write_bytes(gzip.compress(text, mtime=0) if path.name.endswith(".gz") else text)
 
 
 def current_names(key: str, gpu: tuning.Gpu) -> set[str]:
@@ -95,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         table["entries"].update(extra["entries"])
     merged = len(table["entries"])
     table["entries"], dropped = prune(table)
-    write(options.table, table)
+    write_table(options.table, table)
     print(f"{options.table.name}: {before} entries, {merged} merged, {len(table['entries'])} kept; dropped "
           f"{sum(dropped.values())}: {dict(dropped) or 'none'}")  # fmt: skip
     return 0

@@ -562,8 +562,8 @@ def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candida
     table = {"gpu": h200.name, "sms": 132, "entries": {names[0]: entry(first.label, 5.0), "f" * 40: stale}}
     exported = {"gpu": h200.name, "sms": 132, "entries": {names[0]: entry(first.label, 4.0),
                                                           names[1]: entry(second.label, 6.0)}}  # fmt: skip
-    script.write(tmp_path / "table.json.gz", table)
-    script.write(tmp_path / "new.json.gz", exported)
+    script.write_table(tmp_path / "table.json.gz", table)
+    script.write_table(tmp_path / "new.json.gz", exported)
     assert script.main([str(tmp_path / "new.json.gz"), "--table", str(tmp_path / "table.json.gz")]) == 0
     kept = script.read(tmp_path / "table.json.gz")["entries"]
     assert set(kept) == set(names) and kept[names[0]]["us"] == 4.0

@@ -90,11 +90,16 @@ def main(argv: list[str] | None = None) -> int:
         info = tuning.gpu(torch.cuda.current_device())
         table = {"gpu": info.name, "sms": info.sms, "entries": tuning.entries(info)}
         options.export.parent.mkdir(parents=True, exist_ok=True)
-        text = (json.dumps(table, indent=0, sort_keys=True) + "\n").encode()
-        gzipped = options.export.name.endswith(".gz")  # how the package ships a table (a few MB of JSON)
-        options.export.write_bytes(gzip.compress(text, mtime=0) if gzipped else text)
+        write_table(options.export, table)
         print(f"wrote {len(table['entries'])} entries for {info.name} ({info.sms} SMs) to {options.export}")
     return 1 if failed else 0
+
+
+def write_table(path: Path, table: dict) -> None:
+    """A tuning table as the package ships it: sorted JSON, gzipped (a few MB of JSON) without a timestamp where the
+    name ends in .gz, so the same entries give the same bytes."""
+    text = (json.dumps(table, indent=0, sort_keys=True) + "\n").encode()
+    path.write_bytes(gzip.compress(text, mtime=0) if path.name.endswith(".gz") else text)
 
 
 def summary(timed: list[tuning.Timed]) -> str:
