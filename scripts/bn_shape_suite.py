@@ -49,7 +49,8 @@ def model_shapes() -> dict[tuple[int, ...], list[str]]:
             def hook(_module, args, seen=seen):
                 seen.add(tuple(args[0].shape))
 
-            handles = [m.register_forward_pre_hook(hook) for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+            norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+            handles = [m.register_forward_pre_hook(hook) for m in norms]
             with torch.no_grad():
                 model(torch.empty(batch, 3, side, side, device="meta"))
             for h in handles:

@@ -6,6 +6,10 @@ unreachable. For each key in the table every registry op with candidates is aske
 mode, every activation, deterministic or not). Needs no GPU; prints what it kept and dropped.
 
     python scripts/merge_tuning_table.py [EXPORTED.json.gz ...]   # merge into, and prune, the H200 table
+    python scripts/merge_tuning_table.py --fresh EXPORTED.json.gz ...   # the exports alone replace its entries
+
+--fresh is for timings the tuner took wrongly before (12-02: host time inside the spans of calls on the legacy default
+stream): the table keeps none of its entries, only the exports' (re-timed with `tune --force`).
 """
 
 from __future__ import annotations
@@ -80,9 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("exported", nargs="*", type=Path, help="tables from `tune --export`, merged in this order")
     p.add_argument("--table", type=Path, default=TABLE, help=f"the package's table (default {TABLE.name})")
+    p.add_argument("--fresh", action="store_true", help="drop the table's own entries: the exports replace them")
     options = p.parse_args(argv)
+    if options.fresh and not options.exported:
+        p.error("--fresh needs the exported tables that replace the entries")
     table = read(options.table)
     before = len(table["entries"])
+    if options.fresh:
+        table["entries"] = {}
     for path in options.exported:
         extra = read(path)
         if (extra["gpu"], extra["sms"]) != (table["gpu"], table["sms"]):

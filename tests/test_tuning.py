@@ -34,10 +34,11 @@ class Timer:
     """Stands in for the device timing: each plan's time by its label (default 10 µs), a plan in `fail` raises."""
 
     def __init__(self, times=None, fail=()):
-        self.times, self.fail, self.timed = dict(times or {}), set(fail), []
+        self.times, self.fail, self.timed, self.streams = dict(times or {}), set(fail), [], []
 
     def __call__(self, plans, launch, stream, info):
         self.timed += [p.label for p in plans]
+        self.streams.append((stream, launch))
         return [(None, "LaunchError: refused") if p.label in self.fail else (self.times.get(p.label, 10.0), "")
                 for p in plans]  # fmt: skip
 
@@ -50,8 +51,12 @@ def plans(shape=SHAPE):
     return backward.candidates(problem(shape), Placement(16, GPU.sms))
 
 
-def choose(candidates, shape=SHAPE):
-    return tuning.choose(candidates, problem(shape), Placement(16, GPU.sms), 0, 0, lambda: None)
+USER_STREAM = 7  # a stream the caller made (not the legacy default stream)
+
+
+def choose(candidates, shape=SHAPE, stream=USER_STREAM):
+    return tuning.choose(candidates, problem(shape), Placement(16, GPU.sms), 0, stream,
+                         lambda timing: ("launcher on", timing))  # fmt: skip
 
 
 def test_the_fastest_candidate_wins_and_each_has_its_own_entry_file(monkeypatch, tmp_path):
@@ -66,6 +71,19 @@ def test_the_fastest_candidate_wins_and_each_has_its_own_entry_file(monkeypatch,
     assert sorted(r["plan"] for r in records) == sorted(p.label for p in candidates)
     assert {r["us"] for r in records} == {1.0, 10.0}
     assert tuning.timed[0].winner == candidates[2].label and tuning.timed[0].rule == candidates[0].label
+
+
+def test_a_call_on_the_legacy_default_stream_is_timed_on_the_tuners_own_stream(monkeypatch):
+    """The legacy default stream (PyTorch's unless one is set) cannot be captured into a graph: such a call's
+    candidates are timed on the tuner's own stream, the launcher made for it; a call on its own stream is timed
+    there."""
+    monkeypatch.setattr(tuning, "_own_stream", lambda device: 42)
+    for width, (stream, timed_on) in enumerate(((0, 42), (1, 42), (USER_STREAM, USER_STREAM))):
+        shape = (4, 16, 9, 9 + width)  # a new key each
+        timer = Timer()
+        monkeypatch.setattr(tuning, "time_plans", timer)
+        choose(plans(shape), shape, stream)
+        assert timer.streams == [(timed_on, ("launcher on", timed_on))]
 
 
 def test_a_later_process_reads_the_entries_and_times_nothing(monkeypatch):
@@ -225,6 +243,7 @@ def test_gpu_tuning_times_every_candidate_once_and_leaves_the_callers_arrays(mon
     monkeypatch.setenv("RUST_KERNELS_TUNING", "force")
     tuned = run()
     assert len(tuning.timed) == 1
+    assert tuning.issued_directly == 0  # on PyTorch's legacy default stream too, every repetition was a graph
     info = tuning.gpu(0)
     assert len(tuning.entries(info)) >= 2
     for a, b in zip(tuned, untuned, strict=True):
@@ -354,10 +373,12 @@ def test_the_shipped_h200_table_serves_suite_keys_of_every_tuned_op_for_the_curr
 class FakeDriver:
     """cuda.bindings.driver as time_plans uses it: events read a clock that each launch advances by its plan's
     duration (ms), memsets (the L2 flush) advance it too. Between cuStreamBeginCapture and cuStreamEndCapture the
-    stream's work (flushes, event records, `launch`es) is kept as a graph, which each cuGraphLaunch runs."""
+    stream's work (flushes, event records, `launch`es) is kept as a graph, which each cuGraphLaunch runs; as the
+    real driver, it refuses to capture the legacy default stream."""
 
     class CUresult:
         CUDA_SUCCESS = 0
+        CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900
 
     class CUstreamCaptureMode:
         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
@@ -416,6 +437,8 @@ class FakeDriver:
         return (0,)
 
     def cuStreamBeginCapture(self, stream, mode):
+        if stream in (0, 1):
+            return (self.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)
         self.graph = []
         return (0,)
 
@@ -464,7 +487,7 @@ def test_time_plans_interleaves_flushed_repetitions_and_drops_a_failing_plan(mon
             raise tuning.driver.LaunchError("launch refused: too many resources requested")
         fake.launch(plan.label, durations[plan.label].pop(0))
 
-    out = tuning.time_plans(candidates, launch, 0, GPU)
+    out = tuning.time_plans(candidates, launch, USER_STREAM, GPU)
     assert out[0] == (pytest.approx(10.0), "")
     assert out[1][0] is None and "too many resources" in out[1][1]
     assert out[2][0] == pytest.approx(20.0)  # the median, not the warm-up's 30 nor the outlier 900
@@ -472,6 +495,7 @@ def test_time_plans_interleaves_flushed_repetitions_and_drops_a_failing_plan(mon
     assert timed[:4] == ["flush", candidates[0].label, "flush", candidates[2].label]
     assert len(timed) == 4 * tuning.MAX_REPS
     assert fake.live == 0  # every event destroyed
+    assert tuning.issued_directly == tuning.MAX_REPS  # counted: their times hold host time
 
 
 def test_time_plans_captures_each_repetition_into_one_graph(monkeypatch):
@@ -489,12 +513,12 @@ def test_time_plans_captures_each_repetition_into_one_graph(monkeypatch):
         for _ in range(2):  # two launches a plan
             fake.launch(plan.label, durations[plan.label] / 2)
 
-    out = tuning.time_plans(candidates, launch, 0, GPU)
+    out = tuning.time_plans(candidates, launch, USER_STREAM, GPU)
     assert out == [(pytest.approx(4.0), ""), (pytest.approx(2.0), "")]
     reps = fake.log[4:]  # after the warm-ups (two launches each): one graph per repetition
     assert reps[:6] == ["graph", "flush", first, first, "flush", second]
     assert reps.count("graph") == tuning.MAX_REPS and "flush" not in fake.log[:4]
-    assert fake.live == 0
+    assert fake.live == 0 and tuning.issued_directly == 0
 
 
 def test_an_unwritable_cache_costs_a_saved_entry_not_the_call(monkeypatch):
@@ -535,7 +559,8 @@ def test_the_sync_ops_list_their_splits_and_grids_and_every_candidate_gives_the_
 
 def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candidate_names(tmp_path, capsys):
     """scripts/merge_tuning_table.py: an exported table's entries merge in (a later time replaces an earlier one of
-    the same name), and an entry whose kernels changed since (no current candidate names it) is dropped."""
+    the same name), and an entry whose kernels changed since (no current candidate names it) is dropped; with
+    --fresh the exports' entries alone are kept."""
     import importlib.util
 
     from rust_kernels import ops
@@ -568,3 +593,7 @@ def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candida
     kept = script.read(tmp_path / "table.json.gz")["entries"]
     assert set(kept) == set(names) and kept[names[0]]["us"] == 4.0
     assert "dropped 1: {'batch_norm_2d_batch_stats': 1}" in capsys.readouterr().out
+    script.write_table(tmp_path / "only.json.gz", {"gpu": h200.name, "sms": 132, "entries": {names[1]: entry(
+        second.label, 7.0)}})  # fmt: skip
+    assert script.main(["--fresh", str(tmp_path / "only.json.gz"), "--table", str(tmp_path / "table.json.gz")]) == 0
+    assert script.read(tmp_path / "table.json.gz")["entries"] == {names[1]: entry(second.label, 7.0)}

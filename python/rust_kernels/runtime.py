@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -229,14 +229,14 @@ class Op:
 
             with driver.current(device):
                 tuned = tuning.choose(self.candidates(problem, placement), problem, placement, device, stream,
-                                      lambda: self._rehearsal(named, problem, device, stream))  # fmt: skip
+                                      partial(self._rehearsal, named, problem, device))  # fmt: skip
             if tuned is not None:
                 return tuned
         return self.choose(problem, placement)
 
     def _rehearsal(self, named: dict[str, Any], problem: Problem, device: int, stream: int) -> Callable[[Plan], None]:
-        """Launches a plan as this call would, on scratch outputs and scratch copies of the mutated inputs (timing
-        leaves the caller's arrays as they were)."""
+        """Launches a plan as this call would, on `stream` (the tuner's timing stream), on scratch outputs and
+        scratch copies of the mutated inputs (timing leaves the caller's arrays as they were)."""
         mutated = {i.name for i in self.inputs if i.mutated}
         scratch = {n: arrays.empty_like(a) if n in mutated and a is not None else a for n, a in named.items()}
         outputs = self.allocate(scratch, problem)

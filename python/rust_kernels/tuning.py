@@ -10,15 +10,16 @@ under concurrent processes) and, read-only, in the tables the package ships (`ta
 `python -m rust_kernels tune`). The fastest candidate with an entry wins; candidates that fail or are refused get
 an entry without a time and are never chosen.
 
-Timing: CUDA events around each candidate's launches on the call's stream, the L2 cache flushed before each
-repetition, repetitions interleaved across the candidates, the median kept; on scratch outputs and scratch copies
-of mutated inputs (the running statistics are not updated by tuning). Each repetition (every candidate's flush, start
-event, launches and end event) is captured into one CUDA graph and launched once, so the GPU runs it back to back:
-issued one by one from Python, the GPU would wait for the host between a start event and the launches, and between
-a plan's launches, and that idle time would be timed too, favouring the plans with fewer launches rather than the
-faster ones (on the H200, a channels_last forward whose two kernels take 10 µs: 79 µs timed so, 47 µs from graphs;
-the rest of the gap is not explained yet, see the README's Known gaps). Where a repetition cannot be captured it is
-issued as it is. At most TUNE_BUDGET_S per key.
+Timing: CUDA events around each candidate's launches, the L2 cache flushed before each repetition, repetitions
+interleaved across the candidates, the median kept; on scratch outputs and scratch copies of mutated inputs (the
+running statistics are not updated by tuning). Each repetition (every candidate's flush, start event, launches and
+end event) is captured into one CUDA graph and launched once, so the GPU runs it back to back: issued one by one from
+Python, the GPU waits for the host between a plan's launches and that idle time is timed too (on the H200 a
+channels_last forward whose two kernels take 10 µs, preparing each launch on this rehearsal path 56 µs of host time:
+84 µs timed so). The legacy default stream (PyTorch's unless a stream is set) cannot be captured, so a call there is
+timed on a stream the tuner owns: a blocking one, ordered with the legacy stream's work both ways as the call's own
+launches are. Where a repetition still cannot be captured it is issued as it is (`issued_directly` counts them: their
+times hold host time). At most TUNE_BUDGET_S per key.
 Never inside CUDA-graph capture (the table's winner, else the heuristic plan), never in the emulator.
 RUST_KERNELS_TUNING (config) turns it off (the heuristic plan), on (default) or force (every candidate re-timed once
 per process).
@@ -30,6 +31,7 @@ import gzip
 import json
 import re
 import statistics
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -163,7 +165,7 @@ def entries(device: Gpu) -> dict[str, dict[str, Any]]:
 
 
 # --- choosing --------------------------------------------------------------------------------------------------------
-Launcher = Callable[["Plan"], None]  # runs a plan's launches on the call's stream (scratch outputs)
+Launcher = Callable[["Plan"], None]  # runs a plan's launches on a stream (scratch outputs)
 
 _chosen: dict[tuple[str, tuple[str, ...]], Plan] = {}  # (key, candidate labels) -> the winner, this process
 
@@ -180,6 +182,7 @@ class Timed:
 
 
 timed: list[Timed] = []  # what `tune` reports
+issued_directly = 0  # repetitions the driver would not capture (their times hold host time), this process
 
 
 _mode: str | None = None  # set by `use` (the tune command), else RUST_KERNELS_TUNING
@@ -199,10 +202,10 @@ def use(setting: str | None) -> None:
 
 
 def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, device: int, stream: int,
-           launcher: Callable[[], Launcher]) -> Plan | None:  # fmt: skip
-    """The fastest of `candidates` (the first: the op's rule's plan) for this call, timing those without an entry
-    (`launcher()` makes the launch function, on scratch arrays); None where none can be chosen (no timings, and
-    timing is not allowed here)."""
+           launcher: Callable[[int], Launcher]) -> Plan | None:  # fmt: skip
+    """The fastest of `candidates` (the first: the op's rule's plan) for this call on `stream`, timing those
+    without an entry (`launcher(timing_stream)` makes the launch function, on scratch arrays); None where none can
+    be chosen (no timings, and timing is not allowed here)."""
     setting = mode()
     if setting == "off" or not candidates:
         return None
@@ -215,8 +218,10 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
     known = [lookup(info, n, fresh=setting == "force") for n in names]
     missing = [i for i, e in enumerate(known) if e is None]
     if missing and not _capturing(stream):
-        for i, (us, reason) in zip(missing, time_plans([candidates[i] for i in missing], launcher(), stream, info),
-                                   strict=True):  # fmt: skip
+        timing = _timing_stream(device, stream)
+        with _timing_lock:
+            results = time_plans([candidates[i] for i in missing], launcher(timing), timing, info)
+        for i, (us, reason) in zip(missing, results, strict=True):
             known[i] = Entry(us, candidates[i].label, tuning_key, reason)
             store(info, names[i], known[i])
     times = [(e.us, i) for i, e in enumerate(known) if e is not None and e.us is not None]
@@ -233,15 +238,38 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
 
 def forget() -> None:
     """Drops this process's entries, choices and record of timings (tests)."""
+    global issued_directly
     _memory.clear()
     _chosen.clear()
     timed.clear()
+    issued_directly = 0
 
 
 def _capturing(stream: int) -> bool:
     drv = driver.driver_module()
     status = driver.check(drv.cuStreamIsCapturing(drv.CUstream(stream)), "cuStreamIsCapturing")
     return bool(status != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
+
+# One key timed at a time in a process: threads tuning at once would share the tuner's stream (one capture at a
+# time) and the GPU (each other's launches inside their timings).
+_timing_lock = threading.Lock()
+_LEGACY_STREAMS = (0, 1)  # the NULL stream and CU_STREAM_LEGACY: no graph captures them
+
+
+def _timing_stream(device: int, stream: int) -> int:
+    """`stream`, unless it is the legacy default stream: then the tuner's own blocking stream on `device`."""
+    return _own_stream(device) if stream in _LEGACY_STREAMS else stream
+
+
+@cache
+def _own_stream(device: int) -> int:
+    """A blocking stream (made in the current context, the device's, and kept for the process): the legacy stream
+    waits for its work and it for the legacy stream's, so the call's inputs and the scratch arrays' allocations are
+    ordered with its launches."""
+    drv = driver.driver_module()
+    made = driver.check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_DEFAULT), "cuStreamCreate")
+    return int(made)
 
 
 # --- timing ----------------------------------------------------------------------------------------------------------
@@ -332,7 +360,7 @@ class _Graphs:
         drv = self.drv
         mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         if drv.cuStreamBeginCapture(self.stream, mode)[0] != drv.CUresult.CUDA_SUCCESS:
-            issue(False)
+            self._directly(issue)
             return
         try:
             issue(True)
@@ -342,15 +370,21 @@ class _Graphs:
             captured = True
         err, graph = drv.cuStreamEndCapture(self.stream)
         if err != drv.CUresult.CUDA_SUCCESS:
-            issue(False)
+            self._directly(issue)
             return
         err, executable = drv.cuGraphInstantiate(graph, 0) if captured else (err, None)
         if not captured or err != drv.CUresult.CUDA_SUCCESS:
             drv.cuGraphDestroy(graph)
-            issue(False)
+            self._directly(issue)
             return
         self.made.append((graph, executable))
         driver.check(drv.cuGraphLaunch(executable, self.stream), "cuGraphLaunch")
+
+    @staticmethod
+    def _directly(issue: Callable[[bool], None]) -> None:
+        global issued_directly
+        issued_directly += 1
+        issue(False)
 
     def destroy(self) -> None:
         """Destroys the graphs once their launches are done."""
