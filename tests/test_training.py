@@ -146,6 +146,54 @@ def test_a_forced_plan_of_the_other_memory_format_or_mode_is_refused():
     assert np.array_equal(zeros, np.zeros(8)) and np.array_equal(ones, np.ones(8))  # nothing touched
 
 
+@pytest.mark.parametrize("activation", [None, "silu"])
+def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for_bit(activation):
+    """The one-launch channels_last kernels walk a column block as the two-launch plans do with one slice (the same
+    threads on the same rows, the same merges, the same arithmetic per element): every output bit-identical, with
+    and without a fused activation; and the plans take them for a small channels_last shape."""
+    from rust_kernels.families.batch_norm import training
+
+    shape = (3, 32, 5, 7)
+    rng = np.random.default_rng(3)
+    x = channels_last((rng.standard_normal(shape) * 3 + 1).astype(np.float32))
+    dy = channels_last(rng.standard_normal(shape).astype(np.float32))
+    weight, bias = rng.uniform(0.5, 1.5, 32).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    code = training.ACTIVATIONS[activation] if activation else 0
+    cols = training.geometry(shape, "f32", 1, True, 1)[2]
+
+    def run(one_launch: bool) -> list[np.ndarray]:
+        def plan(which: str):
+            if one_launch:
+                return training.fused_columns(which, shape, "f32", "f32", 1, training.REDUCTION_BLOCK, cols, code)
+            build = training.forward if which == "forward" else training.backward
+            return build(shape, "f32", "f32", 1, True, 1, split=1, activation=code)
+
+        assert len(plan("forward").launches) == (1 if one_launch else 2)
+        mean, var = np.zeros(32, np.float32), np.ones(32, np.float32)
+        if activation:
+            y, save_mean, save_invstd = ops.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, activation,
+                                                                      backend="host", plan=plan("forward"))  # fmt: skip
+            grads = ops.batch_norm_2d_act_backward(dy, x, weight, bias, save_mean, save_invstd, EPS, activation,
+                                                   backend="host", plan=plan("backward"))  # fmt: skip
+        else:
+            y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS,
+                                                                  backend="host", plan=plan("forward"))  # fmt: skip
+            grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
+                                               backend="host", plan=plan("backward"))  # fmt: skip
+        return [y, save_mean, save_invstd, mean, var, *grads]
+
+    two, one = run(False), run(True)
+    assert one[0].strides == x.strides and one[5].strides == x.strides
+    for a, b in zip(two, one, strict=True):
+        assert np.array_equal(a, b)
+    if not activation:
+        assert relative(one[0], reference_forward(x, weight, bias, 0, 1, 0.1)[0]) < 1e-5
+    small = training.plan("forward", shape, "f32", "f32", 16, 132, True, code)
+    assert isinstance(small.kernel, tuple(training.FUSED_COLUMNS.values()))
+    large = training.plan("forward", (64, 32, 56, 56), "f32", "f32", 16, 132, True, code)
+    assert len(large.launches) == 2
+
+
 # --- PyTorch --------------------------------------------------------------------------------------------------------
 torch = pytest.importorskip("torch")
 import rust_kernels.torch as rk_torch  # noqa: E402
@@ -175,6 +223,38 @@ def test_the_module_trains_as_torchs_does(memory_format, momentum):
     torch.testing.assert_close(ours.running_mean, theirs.running_mean)
     torch.testing.assert_close(ours.running_var, theirs.running_var)
     assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked) == 3
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_a_module_without_running_statistics_normalises_with_the_batchs_in_both_modes(memory_format, affine,
+                                                                                       monkeypatch):  # fmt: skip
+    """track_running_stats=False: our kernels normalise with the batch's statistics in training and in eval mode
+    (torch's does the same), in both memory formats; outputs and gradients as torch's, no buffers appear."""
+    from rust_kernels.families.batch_norm import forward
+    from rust_kernels.torch import library
+
+    torch.manual_seed(1)
+    theirs = torch.nn.BatchNorm2d(6, affine=affine, track_running_stats=False).double()
+    ours = rk_torch.convert(copy.deepcopy(theirs))
+    calls = []
+    run_host = library.run_host
+    monkeypatch.setattr(library, "run_host", lambda *args, **kw: calls.append(args[0]) or run_host(*args, **kw))
+    for mode in ("train", "eval"):
+        ours.train(mode == "train"), theirs.train(mode == "train")
+        x = (torch.randn(3, 6, 4, 5, dtype=torch.float64) * 2 + 1).contiguous(memory_format=memory_format)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = theirs(a), ours(b)
+        dy = torch.randn_like(ya)
+        ya.backward(dy), yb.backward(dy)
+        assert yb.is_contiguous(memory_format=memory_format)
+        torch.testing.assert_close(yb, ya)
+        torch.testing.assert_close(b.grad, a.grad)
+    assert sum(c is forward.NATIVE for c in calls) == 2  # both modes' forwards on our training kernels
+    if affine:
+        torch.testing.assert_close(ours.weight.grad, theirs.weight.grad)
+        torch.testing.assert_close(ours.bias.grad, theirs.bias.grad)
+    assert ours.running_mean is None and ours.num_batches_tracked is None and list(ours.buffers()) == []
 
 
 def test_training_operators_pass_opcheck_and_gradcheck():

@@ -194,9 +194,14 @@ class _OurNormalization:
     num_batches_tracked: Tensor | None
 
     def _ours(self, input: torch.Tensor) -> bool:
-        """Whether our kernels normalise `input` (else torch's implementation does)."""
-        missing = self.running_mean is None or self.running_var is None
-        return not missing and (self.training or not _channels_last(input))
+        """Whether our kernels normalise `input` (else torch's implementation does): with batch statistics in either
+        memory format, with the running statistics (eval mode) NCHW only."""
+        return self._batch_statistics() or not _channels_last(input)
+
+    def _batch_statistics(self) -> bool:
+        """Whether this call normalises with the batch's statistics: in training mode, and in eval mode too without
+        running statistics (track_running_stats=False), as torch's."""
+        return self.training or self.running_mean is None or self.running_var is None
 
     def _factor(self) -> float | Tensor:
         """Counts this training batch in num_batches_tracked (where there is one) and returns the running
@@ -210,6 +215,13 @@ class _OurNormalization:
 
     def _normalize(self, input: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(input)  # type: ignore[attr-defined]
+        if self.running_mean is None or self.running_var is None:
+            # No running statistics (track_running_stats=False): the batch's in both modes; the kernels' update of
+            # running statistics goes to scratch buffers (momentum 0), in the parameters' dtype.
+            like = input if self.weight is None else self.weight
+            channels = input.shape[1]
+            scratch = (like.new_zeros(channels), like.new_ones(channels))
+            return batch_norm_2d(input, *scratch, self.weight, self.bias, True, 0.0, self.eps)
         if not self.training:
             return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)  # type: ignore[arg-type]
         momentum = float(self._factor())  # the kernels take it as a scalar
@@ -224,9 +236,10 @@ class BatchNorm2d(_OurNormalization, torch.nn.BatchNorm2d):
     the running statistics, NCHW. Our backward kernels run under autograd in both modes.
 
     Inputs in f32, f64, bf16 or f16, with the parameters in the same dtype or, for bf16/f16 inputs, in f32 (as
-    torch.autocast leaves them). torch's own implementation runs what our kernels do not: eval mode in
-    channels_last (our eval kernels are NCHW: a copy to NCHW and back would make a converted channels_last model
-    slower), and a module without running statistics (track_running_stats=False)."""
+    torch.autocast leaves them). A module without running statistics (track_running_stats=False) normalises with
+    the batch's in both modes, as torch's. torch's own implementation runs what our kernels do not: eval mode with
+    running statistics in channels_last (our eval kernels are NCHW: a copy to NCHW and back would make a converted
+    channels_last model slower)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return self._normalize(input) if self._ours(input) else super().forward(input)
@@ -382,10 +395,10 @@ _APPLY = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.n
 
 class _FusingNormalization(BatchNorm2d):
     """Our BatchNorm2d followed by activation `act`, where our kernels normalise the input: in training mode on the
-    fused kernels, else our normalisation and then the activation."""
+    fused kernels, else (and without running statistics) our normalisation and then the activation."""
 
     def _then(self, input: torch.Tensor, act: str) -> torch.Tensor:
-        if not self.training:
+        if not self.training or self.running_mean is None or self.running_var is None:
             return _APPLY[act](self._normalize(input))
         self._check_input_dim(input)
         momentum = float(self._factor())  # the kernels take it as a scalar

@@ -10,7 +10,9 @@ partial statistics merge in a fixed order, so every result is bit-identical run 
 
 Where an NCHW channel's data is small, one launch does each direction instead (batch_norm_2d_fused_forward and
 batch_norm_2d_fused_backward: a CTA per channel, its second read served by L2): half the launches, and no pass over
-DRAM for the second read.
+DRAM for the second read. channels_last has its own one-launch kernels (batch_norm_2d_fused_forward_channels_last,
+batch_norm_2d_fused_backward_channels_last: a CTA per block of COLS channel units, walking every row), where such a
+block's data is small.
 """
 
 from __future__ import annotations
@@ -29,21 +31,30 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dBatchStats,
     BatchNorm2dFusedBackward,
     BatchNorm2dFusedBackwardAct,
+    BatchNorm2dFusedBackwardChannelsLast,
+    BatchNorm2dFusedBackwardChannelsLastAct,
     BatchNorm2dFusedForward,
     BatchNorm2dFusedForwardAct,
+    BatchNorm2dFusedForwardChannelsLast,
+    BatchNorm2dFusedForwardChannelsLastAct,
     BatchNorm2dNormalize,
     BatchNorm2dNormalizeAct,
 )
 from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 
-FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct, BatchNorm2dFusedForward,
-                   BatchNorm2dFusedForwardAct)  # fmt: skip
-BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
-                    BatchNorm2dBackwardElementwiseAct, BatchNorm2dFusedBackward,
-                    BatchNorm2dFusedBackwardAct)  # fmt: skip
-# The one-launch kernels (by direction, with an activation fused or not).
+# The one-launch kernels (by direction, with an activation fused or not), NCHW and channels_last.
 FUSED = {("forward", False): BatchNorm2dFusedForward, ("forward", True): BatchNorm2dFusedForwardAct,
          ("backward", False): BatchNorm2dFusedBackward, ("backward", True): BatchNorm2dFusedBackwardAct}  # fmt: skip
+FUSED_COLUMNS = {("forward", False): BatchNorm2dFusedForwardChannelsLast,
+                 ("forward", True): BatchNorm2dFusedForwardChannelsLastAct,
+                 ("backward", False): BatchNorm2dFusedBackwardChannelsLast,
+                 ("backward", True): BatchNorm2dFusedBackwardChannelsLastAct}  # fmt: skip
+ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items())
+FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct,
+                   *(k for (which, _), k in ONE_LAUNCH if which == "forward"))  # fmt: skip
+BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
+                    BatchNorm2dBackwardElementwiseAct,
+                    *(k for (which, _), k in ONE_LAUNCH if which == "backward"))  # fmt: skip
 # The activations fused after the normalisation (the *_act kernels' ACTIVATION const); 0: none (the plain kernels).
 ACTIVATIONS = {"relu": 1, "silu": 2, "relu6": 3}
 MAX_SPLIT = 256
@@ -192,6 +203,62 @@ def fused(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: 
     return Plan(kernel, (shape[1], 1, 1), (), () if which == "forward" else (sums(shape, dtype),))
 
 
+def fused_columns(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int, cols: int,
+                  activation: int = 0) -> Plan:  # fmt: skip
+    """The one-launch forward or backward in channels_last: a CTA per block of `cols` channel units (grid
+    [C / lanes / cols], `cols` one of column_widths'); the backward keeps each channel's two terms in `sums`."""
+    kernel = FUSED_COLUMNS[which, bool(activation)](block, vectorized, *_activation(activation), dtype=dtype,
+                                                     param_dtype=param)  # fmt: skip
+    groups = shape[1] // lanes(vectorized, dtype)
+    spaces = () if which == "forward" else (sums(shape, dtype),)
+    return Plan(kernel, (groups // cols, 1, 1), (("COLS", cols),), spaces)
+
+
+def column_widths(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> list[int]:
+    """The one-launch channels_last kernels' widths: powers of two up to the reductions' cols that divide the row's
+    units (those kernels' precondition: every thread then has a column)."""
+    groups = shape[1] // lanes(vectorized, dtype)
+    widest = geometry(shape, dtype, vectorized, True, sms)[2]
+    return [c for c in (1, 2, 4, 8, 16, 32) if c <= widest and groups % c == 0]
+
+
+def columns_fit(shape: common.Shape4, dtype: str, vectorized: int, cols: int, sms: int, scale: int = 1) -> bool:
+    """Whether a channels_last block of `cols` channel units is small enough for the one-launch kernels: as
+    fused_fits for an NCHW channel, the block's bytes against FUSED_CHANNEL_BYTES scaled by the blocks' share of
+    the SMs."""
+    batches, channels, height, width = shape
+    groups = channels // lanes(vectorized, dtype)
+    blocks = groups // cols
+    per_block = batches * height * width * cols * lanes(vectorized, dtype) * DTYPES[dtype].size
+    return per_block > 0 and per_block * sms <= scale * FUSED_CHANNEL_BYTES * min(sms, blocks)
+
+
+def column_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> list[tuple[int, int]]:
+    """The (CTA size, cols) of the channels_last one-launch kernels the autotuner times: each of column_widths
+    where the block fits the rule's bound (not four times it, as for NCHW: measured on the H200, past the bound these
+    kernels lost at the median, 0.68-0.97x by direction and dtype, and won on 13 of 98 keys and directions by at most
+    1.23x); CTAs up to the smallest giving each thread row at most one row."""
+    rows = shape[0] * shape[2] * shape[3]
+    out = []
+    for cols in column_widths(shape, dtype, vectorized, sms):
+        if not columns_fit(shape, dtype, vectorized, cols, sms):
+            continue
+        blocks = [b for b in FUSED_BLOCKS if b // cols <= rows]
+        out += [(b, cols) for b in blocks or FUSED_BLOCKS[:1]]
+    return out
+
+
+def columns_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> tuple[int, int] | None:
+    """The channels_last one-launch kernels' (CTA size, cols) where the rule takes them: the widest of column_widths
+    whose block fits, the CTA as fused_rule's, else None."""
+    fitting = [c for c in column_widths(shape, dtype, vectorized, sms) if columns_fit(shape, dtype, vectorized, c, sms)]
+    if not fitting:
+        return None
+    cols = fitting[-1]
+    units = shape[0] * shape[2] * shape[3] * cols
+    return max([b for b in FUSED_BLOCKS if units >= 4 * b], default=FUSED_BLOCKS[0]), cols
+
+
 def fusable(shape: common.Shape4, dtype: str) -> bool:
     """Whether the one-launch kernels can stream this NCHW shape: rows of at least a sector."""
     return shape[2] * shape[3] * DTYPES[dtype].size >= MIN_FUSED_ROW_BYTES
@@ -219,6 +286,8 @@ def fused_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> i
 def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool,
          activation: int = 0) -> Plan:  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
+    if channels_last and (rule := columns_rule(shape, dtype, vectorized, sms)):
+        return fused_columns(which, shape, dtype, param, vectorized, *rule, activation)
     block = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
     if block:
         return fused(which, shape, dtype, param, vectorized, block, activation)
@@ -235,9 +304,12 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
         layouts.append(not channels_last)
     out = [own] + [p for layout in layouts
                    for p in _around(which, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
+    vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and fused_fits(shape, dtype, sms, scale=4):
-        vectorized = vector_mode(shape, dtype, alignment, False)
         out += [fused(which, shape, dtype, param, vectorized, block, activation) for block in FUSED_BLOCKS]
+    if channels_last:
+        out += [fused_columns(which, shape, dtype, param, vectorized, block, cols, activation)
+                for block, cols in column_options(shape, dtype, vectorized, sms)]  # fmt: skip
     return tuple(dict.fromkeys(out))
 
 
@@ -274,8 +346,9 @@ def grids_around(shape: common.Shape4, dtype: str, vectorized: int, channels_las
 def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times for the forward's or the backward's two launches: the reduction split from a
     quarter to four times the rule's (in powers of two), by the elementwise grid at half, once and twice the rule's
-    (kept a multiple of what channels_last needs); where H*W = 1, in both memory formats' kernels; for NCHW up to four
-    times the rule's channel size, the one-launch kernel at each CTA size."""
+    (kept a multiple of what channels_last needs); where H*W = 1, in both memory formats' kernels; the one-launch
+    kernels up to four times the rule's channel size (NCHW) or within the rule's column block size (channels_last),
+    at each CTA size (and for channels_last each block width)."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem))  # fmt: skip
 
@@ -307,8 +380,9 @@ def fits(plan: Plan, problem: Problem) -> str | None:
 
 
 def reads_channels_last(kernel: Any) -> bool:
-    """Whether a training kernel reads NHWC memory (its CHANNELS_LAST const; the one-launch kernels read NCHW)."""
-    return bool(getattr(kernel, "channels_last", 0))
+    """Whether a training kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch
+    kernels; the other one-launch kernels read NCHW)."""
+    return bool(getattr(kernel, "channels_last", 0)) or isinstance(kernel, tuple(FUSED_COLUMNS.values()))
 
 
 def layout_fits(plan: Plan, problem: Problem) -> str | None:

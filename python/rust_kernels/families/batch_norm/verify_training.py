@@ -160,8 +160,9 @@ class _Training(Family):
     def _plans(self, build: Any, backend: str, shape: tuple[int, ...], dtype: str, elementwise: bool = True,
                activation: int = 0) -> list[Plan]:  # fmt: skip
         """Both layouts, every pack their runs allow, the plan's own split and forced ones; where the plans end in
-        an `elementwise` launch, with its own grid and with the fewest CTAs; the one-launch kernels (NCHW) at each
-        CTA size (the emulator: one dtype key, the others the smaller)."""
+        an `elementwise` launch, with its own grid and with the fewest CTAs; the one-launch kernels at each CTA size
+        (channels_last: one column of units a CTA and the widest of column_widths; the emulator: one dtype key, the
+        others the smaller)."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else LISTED_SMS
         every_grid = backend == "cuda" or dtype == HOST_EVERY_GRID
@@ -178,10 +179,17 @@ class _Training(Family):
                 else:
                     fewest = 1
                 out.append(build(shape, storage, param, vectorized, channels_last, sms, None, fewest))
-        if self.which and training.fusable(shape, storage):  # type: ignore[arg-type]
-            blocks = training.FUSED_BLOCKS if every_grid else training.FUSED_BLOCKS[:1]
+        if not self.which:
+            return out
+        blocks = training.FUSED_BLOCKS if every_grid else training.FUSED_BLOCKS[:1]
+        if training.fusable(shape, storage):  # type: ignore[arg-type]
             out += [training.fused(self.which, shape, storage, param, vectorized, block, activation)  # type: ignore[arg-type]
                     for vectorized in _packs(shape, storage, False) for block in blocks]  # fmt: skip
+        for vectorized in _packs(shape, storage, True):
+            widths = training.column_widths(shape, storage, vectorized, sms)  # type: ignore[arg-type]
+            widths = list(dict.fromkeys((1, widths[-1]))) if every_grid else widths[-1:]
+            out += [training.fused_columns(self.which, shape, storage, param, vectorized, block, cols, activation)  # type: ignore[arg-type]
+                    for block in blocks for cols in widths]  # fmt: skip
         return out
 
 
