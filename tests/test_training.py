@@ -201,6 +201,19 @@ import rust_kernels.torch as rk_torch  # noqa: E402
 OPS = torch.ops.rust_kernels
 
 
+def step_alike(theirs, ours, memory_format) -> None:
+    """One forward and backward of torch's module and ours on the same input: outputs (in the input's memory
+    format) and input gradients alike."""
+    x = (torch.randn(3, 6, 4, 5, dtype=torch.float64) * 2 + 1).contiguous(memory_format=memory_format)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = theirs(a), ours(b)
+    dy = torch.randn_like(ya)
+    ya.backward(dy), yb.backward(dy)
+    assert yb.is_contiguous(memory_format=memory_format)
+    torch.testing.assert_close(yb, ya)
+    torch.testing.assert_close(b.grad, a.grad)
+
+
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
 @pytest.mark.parametrize("momentum", [0.1, None])
 def test_the_module_trains_as_torchs_does(memory_format, momentum):
@@ -210,14 +223,7 @@ def test_the_module_trains_as_torchs_does(memory_format, momentum):
     theirs = torch.nn.BatchNorm2d(6, momentum=momentum).double()
     ours = rk_torch.convert(copy.deepcopy(theirs))
     for _ in range(3):
-        x = (torch.randn(3, 6, 4, 5, dtype=torch.float64) * 2 + 1).contiguous(memory_format=memory_format)
-        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
-        ya, yb = theirs(a), ours(b)
-        dy = torch.randn_like(ya)
-        ya.backward(dy), yb.backward(dy)
-        assert yb.is_contiguous(memory_format=memory_format)
-        torch.testing.assert_close(yb, ya)
-        torch.testing.assert_close(b.grad, a.grad)
+        step_alike(theirs, ours, memory_format)
     for name in ("weight", "bias"):
         torch.testing.assert_close(getattr(ours, name).grad, getattr(theirs, name).grad)
     torch.testing.assert_close(ours.running_mean, theirs.running_mean)
@@ -242,14 +248,7 @@ def test_a_module_without_running_statistics_normalises_with_the_batchs_in_both_
     monkeypatch.setattr(library, "run_host", lambda *args, **kw: calls.append(args[0]) or run_host(*args, **kw))
     for mode in ("train", "eval"):
         ours.train(mode == "train"), theirs.train(mode == "train")
-        x = (torch.randn(3, 6, 4, 5, dtype=torch.float64) * 2 + 1).contiguous(memory_format=memory_format)
-        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
-        ya, yb = theirs(a), ours(b)
-        dy = torch.randn_like(ya)
-        ya.backward(dy), yb.backward(dy)
-        assert yb.is_contiguous(memory_format=memory_format)
-        torch.testing.assert_close(yb, ya)
-        torch.testing.assert_close(b.grad, a.grad)
+        step_alike(theirs, ours, memory_format)
     assert sum(c is forward.NATIVE for c in calls) == 2  # both modes' forwards on our training kernels
     if affine:
         torch.testing.assert_close(ours.weight.grad, theirs.weight.grad)

@@ -222,7 +222,7 @@ def column_widths(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -
     return [c for c in (1, 2, 4, 8, 16, 32) if c <= widest and groups % c == 0]
 
 
-def columns_fit(shape: common.Shape4, dtype: str, vectorized: int, cols: int, sms: int, scale: int = 1) -> bool:
+def columns_fit(shape: common.Shape4, dtype: str, vectorized: int, cols: int, sms: int) -> bool:
     """Whether a channels_last block of `cols` channel units is small enough for the one-launch kernels: as
     fused_fits for an NCHW channel, the block's bytes against FUSED_CHANNEL_BYTES scaled by the blocks' share of
     the SMs."""
@@ -230,7 +230,7 @@ def columns_fit(shape: common.Shape4, dtype: str, vectorized: int, cols: int, sm
     groups = channels // lanes(vectorized, dtype)
     blocks = groups // cols
     per_block = batches * height * width * cols * lanes(vectorized, dtype) * DTYPES[dtype].size
-    return per_block > 0 and per_block * sms <= scale * FUSED_CHANNEL_BYTES * min(sms, blocks)
+    return per_block > 0 and per_block * sms <= FUSED_CHANNEL_BYTES * min(sms, blocks)
 
 
 def column_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> list[tuple[int, int]]:
@@ -249,12 +249,12 @@ def column_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int) 
 
 
 def columns_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> tuple[int, int] | None:
-    """The channels_last one-launch kernels' (CTA size, cols) where the rule takes them: the widest of column_widths
-    whose block fits, the CTA as fused_rule's, else None."""
-    fitting = [c for c in column_widths(shape, dtype, vectorized, sms) if columns_fit(shape, dtype, vectorized, c, sms)]
-    if not fitting:
+    """The channels_last one-launch kernels' (CTA size, cols) where the rule takes them: the widest of
+    column_options', the CTA as fused_rule's, else None."""
+    options = column_options(shape, dtype, vectorized, sms)
+    if not options:
         return None
-    cols = fitting[-1]
+    cols = max(c for _, c in options)
     units = shape[0] * shape[2] * shape[3] * cols
     return max([b for b in FUSED_BLOCKS if units >= 4 * b], default=FUSED_BLOCKS[0]), cols
 
