@@ -10,6 +10,14 @@ echo "== cargo fmt, clippy, test"
 (cd rust_kernels && cargo fmt --all --check && cargo clippy --workspace --all-targets -q -- -D warnings \
   && cargo test -q -p cuda_std)
 echo "== pytest"
-python3 -m pytest -q "$@"
+if [ $# -eq 0 ]; then
+  # The host cross-check (tests/test_host.py) runs in a process of its own: it loads a host library per kernel
+  # instance, and the whole suite in one process aborted (SIGABRT) after about 2 400 of its cases, while either half
+  # alone passes. The cause is not established; a per-process limit on loaded Rust libraries is the likeliest one.
+  python3 -m pytest -q --ignore=tests/test_host.py
+  python3 -m pytest -q tests/test_host.py
+else
+  python3 -m pytest -q "$@"
+fi
 echo "== packaging (sdist, wheel, installed use outside the checkout)"
 bash scripts/test_packaging.sh
