@@ -235,12 +235,17 @@ def test_forward_mode_ad_carries_the_tangent_or_is_refused_by_name():
         torch.func.jvp(ours, (x,), (v,))
 
 
-def test_channels_last_inputs_go_to_torch_and_keep_their_format():
+def test_channels_last_inputs_run_our_kernels_and_keep_their_format(monkeypatch):
+    from rust_kernels.torch import library
+
     ours, theirs = _module()
+    seen, run_host = [], library.run_host
+    monkeypatch.setattr(library, "run_host", lambda op, *args: seen.append(op) or run_host(op, *args))
     x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
     y = ours(x)
     assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
     torch.testing.assert_close(y, theirs(x))
+    assert seen == [forward.NATIVE]
 
 
 def test_workspaces_are_kept_per_kernel_instance_and_stream():

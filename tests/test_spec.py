@@ -26,6 +26,8 @@ def test_the_catalogue_parses():
         "batch_norm_2d_backward_reduce",
         "batch_norm_2d_backward_reduce_act",
         "batch_norm_2d_batch_stats",
+        "batch_norm_2d_frozen_backward_channels_last",
+        "batch_norm_2d_frozen_forward_channels_last",
         "batch_norm_2d_fused_backward",
         "batch_norm_2d_fused_backward_act",
         "batch_norm_2d_fused_backward_channels_last",

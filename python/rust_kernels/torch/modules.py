@@ -50,8 +50,21 @@ def _run(op: Op, *args: Any) -> Any:
 
 
 def _forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor, eps: float) -> Tensor:
-    """The eval forward op on plain eager tensors."""
+    """The eval forward on plain eager tensors: the NCHW op, or the torch-native op (training=False) for a
+    channels_last x, whose kernels read it as it is."""
+    if _channels_last(x):  # the op's scalars: training, momentum, eps
+        return _run(forward.NATIVE, x, weight, bias, running_mean, running_var, False, 0.0, eps)[0]  # type: ignore[no-any-return]
     return _run(forward.NCHW, x, weight, bias, running_mean, running_var, eps, None)  # the op's scalars: eps, block_hw
+
+
+def _backward(dy: Tensor, x: Tensor, weight: Tensor, running_mean: Tensor, running_var: Tensor, eps: float
+              ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """The eval backward on plain eager tensors: the NCHW op, or the torch-native op (training=False, dy in x's
+    memory format) for a channels_last x."""
+    if _channels_last(x):  # the op's scalars: training, eps, deterministic
+        return _run(backward.NATIVE, _in_format(dy, x), x, weight, running_mean, running_var, None, None, False, eps,  # type: ignore[no-any-return]
+                    True)  # fmt: skip
+    return _run(backward.NCHW, dy, x, weight, running_mean, running_var, eps, None, True)  # type: ignore[no-any-return]
 
 
 class _EagerBatchNorm2d(torch.autograd.Function):
@@ -97,7 +110,7 @@ class _EagerBatchNorm2d(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph: the operator, so that double backward is refused as it refuses
             out = _ops.batch_norm_2d_backward(dy, *ctx.saved_tensors, None, None, False, ctx.eps)
         else:
-            out = _run(backward.NCHW, dy, *ctx.saved_tensors, ctx.eps, None, True)  # eps, block_hw, deterministic
+            out = _backward(dy, *ctx.saved_tensors, ctx.eps)
         return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None)
 
 
@@ -147,9 +160,9 @@ def batch_norm_2d(
     eps: float = 1e-5,
 ) -> Tensor:
     """torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps) for x of
-    shape [B, C, H, W], on our kernels (forward, and backward through autograd). Eval mode: frozen running
-    statistics, x NCHW. Training mode: batch statistics, running_mean and running_var updated in place, x NCHW or
-    channels_last (y in x's memory format). A missing weight or bias is one or zero. Eager calls on plain tensors run
+    shape [B, C, H, W], on our kernels (forward, and backward through autograd), x NCHW or channels_last (y in x's
+    memory format). Eval mode: frozen running statistics. Training mode: batch statistics, running_mean and
+    running_var updated in place. A missing weight or bias is one or zero. Eager calls on plain tensors run
     the kernels directly (host cost); others go through torch.ops.rust_kernels."""
     if weight is None:
         weight = torch.ones_like(running_var)
@@ -193,16 +206,6 @@ class _OurNormalization:
     running_var: Tensor | None
     num_batches_tracked: Tensor | None
 
-    def _ours(self, input: torch.Tensor) -> bool:
-        """Whether our kernels normalise `input` (else torch's implementation does): with batch statistics in either
-        memory format, with the running statistics (eval mode) NCHW only."""
-        return self._batch_statistics() or not _channels_last(input)
-
-    def _batch_statistics(self) -> bool:
-        """Whether this call normalises with the batch's statistics: in training mode, and in eval mode too without
-        running statistics (track_running_stats=False), as torch's."""
-        return self.training or self.running_mean is None or self.running_var is None
-
     def _factor(self) -> float | Tensor:
         """Counts this training batch in num_batches_tracked (where there is one) and returns the running
         statistics' update factor: momentum, or with momentum=None the cumulative average's 1 / num_batches_tracked
@@ -232,17 +235,16 @@ class _OurNormalization:
 class BatchNorm2d(_OurNormalization, torch.nn.BatchNorm2d):
     """torch.nn.BatchNorm2d (same constructor, parameters, buffers and state_dict) on our kernels: training mode
     normalises with the batch statistics and updates the running statistics (momentum, or with momentum=None the
-    cumulative average over num_batches_tracked, as torch does), NCHW or channels_last; eval mode normalises with
-    the running statistics, NCHW. Our backward kernels run under autograd in both modes.
+    cumulative average over num_batches_tracked, as torch does); eval mode normalises with the running statistics;
+    both NCHW or channels_last, the output in the input's memory format (no layout change). Our backward kernels
+    run under autograd in both modes.
 
     Inputs in f32, f64, bf16 or f16, with the parameters in the same dtype or, for bf16/f16 inputs, in f32 (as
     torch.autocast leaves them). A module without running statistics (track_running_stats=False) normalises with
-    the batch's in both modes, as torch's. torch's own implementation runs what our kernels do not: eval mode with
-    running statistics in channels_last (our eval kernels are NCHW: a copy to NCHW and back would make a converted
-    channels_last model slower)."""
+    the batch's in both modes, as torch's."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return self._normalize(input) if self._ours(input) else super().forward(input)
+        return self._normalize(input)
 
 
 # --- SyncBatchNorm ----------------------------------------------------------------------------------------------------
@@ -307,11 +309,11 @@ class SyncBatchNorm(_OurNormalization, torch.nn.SyncBatchNorm):
     SyncBatchNorm refuses), no host synchronisation (CUDA graphs capture a step). Each rank's dweight and dbias are
     its own part's, as torch's (DDP reduces them). Otherwise (eval mode, no process group, one rank) it normalises
     as rust_kernels.torch.BatchNorm2d does, with no communication, and torch's implementation runs other ranks of
-    input and what BatchNorm2d leaves to torch's."""
+    input."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         group = self._group()
-        if input.dim() != 4 or (group is None and not self._ours(input)):
+        if input.dim() != 4:
             return super().forward(input)
         if group is None:
             return self._normalize(input)
@@ -412,8 +414,6 @@ class _BatchNormAct2d(_FusingNormalization):
     otherwise our normalisation, then its own drop and activation."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if not self._ours(input):
-            return super(BatchNorm2d, self).forward(input)  # timm's own: normalisation, drop and activation
         act = _ACTIVATION_MODULES.get(type(self.act))
         if act is not None and type(self.drop) is torch.nn.Identity:
             return self._then(input, act)
@@ -428,17 +428,15 @@ class FusedBatchNorm2d(_FusingNormalization):
     activation: str
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if not self._ours(input):
-            return _APPLY[self.activation](super(BatchNorm2d, self).forward(input))  # torch's batch norm, then act
         return self._then(input, self.activation)
 
 
 class _FrozenBatchNorm2d(torch.nn.Module):
     """torchvision's FrozenBatchNorm2d (weight, bias, running_mean, running_var as buffers, `eps`) on our eval-mode
-    kernels for NCHW inputs (its own forward for channels_last ones)."""
+    kernels for [B, C, H, W] inputs, NCHW or channels_last (its own forward for other ranks)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if _channels_last(input) or input.dim() != 4:
+        if input.dim() != 4:
             return super().forward(input)  # type: ignore[no-any-return]
         return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)
 

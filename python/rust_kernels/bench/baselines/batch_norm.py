@@ -1,5 +1,5 @@
-"""The BatchNorm2d benchmarks (the NCHW eval ops; training mode's forward + backward in NCHW and channels_last): bytes
-moved and the baselines a user would pick instead."""
+"""The BatchNorm2d benchmarks (the eval ops, NCHW and channels_last; training mode's forward + backward in NCHW and
+channels_last): bytes moved and the baselines a user would pick instead."""
 
 from __future__ import annotations
 
@@ -14,8 +14,37 @@ from rust_kernels.dtypes import DTYPES, activations
 EPS = 1e-5
 
 
-class Backward(Baseline):
+def _in_layout(channels_last: bool, *tensors: Any) -> list[Any]:
+    """The tensors in channels_last memory format where asked, else as they are (contiguous)."""
+    import torch
+
+    return [t.contiguous(memory_format=torch.channels_last) if channels_last else t for t in tensors]
+
+
+class _Eval(Baseline):
+    """What the eval baselines share: the NCHW op's family, or with `channels_last` the torch-native op's eval
+    family (`eval_family`) timed on channels_last arrays, as `channels_last_name`."""
+
+    eval_family: str
+    channels_last_name: str
+
+    def __init__(self, channels_last: bool = False) -> None:
+        self.channels_last = channels_last
+        if channels_last:
+            self.family = self.eval_family
+
+    @property
+    def name(self) -> str:
+        return self.channels_last_name if self.channels_last else self.family
+
+
+class Backward(_Eval):
+    """The eval backward (frozen statistics): NCHW (batch_norm_2d_nchw_backward), or with `channels_last` the
+    torch-native op's channels_last eval kernel on channels_last dy and x (its baselines run on them too)."""
+
     family = "batch_norm_2d_nchw_backward"
+    eval_family = "batch_norm_2d_backward_eval"
+    channels_last_name = "batch_norm_2d_eval_backward_channels_last"
     suite = "batch_norm_2d"
     bench_shapes = [(32, 256, 56, 56), (32, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
                     (32, 1024, 14, 14), (128, 128, 56, 56), (32, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
@@ -30,6 +59,7 @@ class Backward(Baseline):
         import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
 
         dy, x, weight, mean, var = (tensors[n] for n in ("dy", "x", "weight", "running_mean", "running_var"))
+        dy, x = _in_layout(self.channels_last, dy, x)
         # 0-element save_mean/save_invstd (train=False): PyTorch's CUDA kernel reads them in its accumulation type
         # (float32 for bf16/f16 inputs, else the input's), its CPU kernel in the input's dtype.
         acc = x.dtype if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32
@@ -50,18 +80,32 @@ class Backward(Baseline):
 
         compiled = torch.compile(maths, dynamic=False)
         op = ops.batch_norm_2d_nchw_backward
-        return {
+        ours = {
             "ours": lambda: op(dy, x, weight, mean, var, eps=EPS),
             "ours_atomic": lambda: op(dy, x, weight, mean, var, eps=EPS, deterministic=False),
             "ours_op": lambda: torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var),
+        }
+        if self.channels_last:
+            native = ops.batch_norm_2d_backward
+            ours = {
+                "ours": lambda: native(dy, x, weight, mean, var, None, None, False, EPS),
+                "ours_op": lambda: torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var),
+            }
+        return {
+            **ours,
             "torch": torch_eager,
             "compile": lambda: compiled(dy, x, weight, mean, var),
             "bound": lambda: torch.add(x, dy, out=dx),
         }
 
 
-class ForwardInference(Baseline):
+class ForwardInference(_Eval):
+    """The eval forward (frozen statistics): NCHW (batch_norm_2d_nchw_forward_inference), or with `channels_last`
+    the torch-native op's channels_last eval kernel on a channels_last x (its baselines run on it too)."""
+
     family = "batch_norm_2d_nchw_forward_inference"
+    eval_family = "batch_norm_2d_forward_eval"
+    channels_last_name = "batch_norm_2d_eval_forward_channels_last"
     suite = "batch_norm_2d"
     bench_shapes = [(32, 256, 56, 56), (64, 512, 28, 28), (32, 1024, 14, 14), (32, 2048, 7, 7),  # noqa: RUF012
                     (8, 32, 8, 8)]  # fmt: skip
@@ -76,6 +120,7 @@ class ForwardInference(Baseline):
         import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
 
         x, weight, bias, mean, var = (tensors[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
+        (x,) = _in_layout(self.channels_last, x)
         y = torch.empty_like(x)
 
         def maths(x: Any, weight: Any, bias: Any, mean: Any, var: Any) -> Any:
@@ -86,6 +131,12 @@ class ForwardInference(Baseline):
 
         compiled = torch.compile(maths, dynamic=False)
         op = ops.batch_norm_2d_nchw_forward_inference
+        if self.channels_last:
+            native = ops.batch_norm_2d_forward
+
+            def op(x: Any, weight: Any, bias: Any, mean: Any, var: Any, eps: float) -> Any:
+                return native(x, weight, bias, mean, var, False, 0.0, eps)[0]
+
         return {
             "ours": lambda: op(x, weight, bias, mean, var, eps=EPS),
             "ours_op": lambda: torch.ops.rust_kernels.batch_norm_2d_forward(
@@ -183,6 +234,8 @@ class Training(Baseline):
 
 register(Backward())
 register(ForwardInference())
+register(Backward(channels_last=True))
+register(ForwardInference(channels_last=True))
 register(Training(channels_last=False))
 register(Training(channels_last=True))
 register(Training(channels_last=False, activation="relu"))

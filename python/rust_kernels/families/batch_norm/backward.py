@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from rust_kernels.families.batch_norm import common, training
+from rust_kernels.families.batch_norm import common, frozen, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardSplit,
@@ -119,12 +119,16 @@ PER_CHANNEL = ("weight", "running_mean", "running_var")
 def _choose_native(problem: Problem, placement: Placement) -> Plan:
     if problem.scalars["training"]:
         return training.choose("backward", problem, placement)
+    if problem.order is not None:
+        return frozen.choose("backward", problem, placement)
     return choose(problem, placement)
 
 
 def _candidates_native(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     if problem.scalars["training"]:
         return training.candidates("backward", problem, placement)
+    if problem.order is not None:
+        return frozen.candidates("backward", problem, placement)
     return candidates(problem, placement)
 
 
@@ -153,17 +157,20 @@ NATIVE = Op(
     doc="""(dx, dweight, dbias), as torch.ops.aten.native_batch_norm_backward with output_mask all True.
     training=True: the gradient through the batch statistics, from the forward's save_mean and save_invstd (dy, x
     NCHW or channels_last in memory, dx in x's memory format; sums added in a fixed order, bit-identical run to
-    run; `deterministic` is accepted for the signature). Eval mode: frozen running statistics, NCHW (save_mean and
-    save_invstd, empty in eval mode, are not read).""",
+    run; `deterministic` is accepted for the signature). Eval mode: frozen running statistics, NCHW or
+    channels_last (channels_last in one pass, its sums in a fixed order; save_mean and save_invstd, empty in eval
+    mode, are not read).""",
     inputs=(*ARRAYS, Input("save_mean", optional=True), Input("save_invstd", optional=True)),
     scalars=(common.TRAINING, common.EPS, common.DETERMINISTIC),
     outputs=OUTPUTS,
-    describe=common.describe("batch_norm_2d_backward", "x", ("x", "dy"), PER_CHANNEL, ("save_mean", "save_invstd")),
+    describe=common.describe(
+        "batch_norm_2d_backward", "x", ("x", "dy"), PER_CHANNEL, ("save_mean", "save_invstd"), eval_channels_last=True
+    ),
     choose=_choose_native,
     candidates=_candidates_native,
-    kernels=KERNELS + training.BACKWARD_KERNELS,
+    kernels=KERNELS + training.BACKWARD_KERNELS + frozen.BACKWARD_KERNELS,
     aligned=("dy", "x", "dx"),
-    orders=common.training_orders,
+    orders=common.native_orders,
     fits=training.fits,
     torch=True,
 )

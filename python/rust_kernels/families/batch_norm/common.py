@@ -145,9 +145,9 @@ def memory_order(x_name: str, same: dict[str, Any]) -> tuple[int, ...] | None:
     return order
 
 
-def training_orders(scalars: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
-    """The memory orders besides NCHW the torch-native ops read: channels_last, in training mode."""
-    return (CHANNELS_LAST,) if scalars.get("training") else ()
+def native_orders(scalars: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
+    """The memory orders besides NCHW the torch-native ops read: channels_last, in both modes."""
+    return (CHANNELS_LAST,)
 
 
 def acc_dtype(dtype: str) -> str:
@@ -156,13 +156,13 @@ def acc_dtype(dtype: str) -> str:
 
 
 def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str, ...],
-             saved: tuple[str, ...] = (), part: bool = False) -> Any:  # fmt: skip
-    """Op `op`'s `describe`: x (NCHW shape; NCHW or, in training mode, channels_last in memory) and the arrays shaped
-    like it (`same`), the [C] arrays (`per_channel`) and, in training mode, the saved batch statistics (`saved`:
-    [C] in the accumulation type), their dtypes (check_inputs); the kernel arguments B, C, HW, eps, momentum and
-    count (B * H * W). `part`: an op of SyncBatchNorm's, over one rank's part of the batch: training mode, whose
-    part may hold a single value per channel (or none). Runs on fake tensors too (torch.compile's tracing): only
-    shapes, strides and dtypes are read."""
+             saved: tuple[str, ...] = (), part: bool = False, eval_channels_last: bool = False) -> Any:  # fmt: skip
+    """Op `op`'s `describe`: x (NCHW shape; NCHW or, in training mode or with `eval_channels_last`, channels_last in
+    memory) and the arrays shaped like it (`same`), the [C] arrays (`per_channel`) and, in training mode, the saved
+    batch statistics (`saved`: [C] in the accumulation type), their dtypes (check_inputs); the kernel arguments B,
+    C, HW, eps, momentum and count (B * H * W). `part`: an op of SyncBatchNorm's, over one rank's part of the batch:
+    training mode, whose part may hold a single value per channel (or none). Runs on fake tensors too
+    (torch.compile's tracing): only shapes, strides and dtypes are read."""
 
     def problem(named: dict[str, Any], scalars: dict[str, Any], backend: str) -> Problem:
         training = part or scalars.get("training", False)
@@ -174,9 +174,10 @@ def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str
         if count >= 2**32:
             raise ArgumentError(f"{x_name}: B * H * W = {count} exceeds the kernels' 32-bit per-channel indexing")
         order = memory_order(x_name, shaped)
-        if order is not None and not training:
-            raise ArgumentError(f"{x_name}: channels_last arrays in eval mode are not implemented by {op} (its eval "
-                                "kernels are NCHW): pass x.contiguous(), or training=True")  # fmt: skip
+        if order is not None and not training and not eval_channels_last:
+            raise ArgumentError(f"{x_name}: channels_last arrays are not read by {op} (its kernels are NCHW): pass "
+                                "x.contiguous(), or call the torch-native op (batch_norm_2d_forward or "
+                                "batch_norm_2d_backward), which reads them")  # fmt: skip
         if training:
             if count == 1 and not part:
                 raise ArgumentError(f"{x_name}: training mode needs more than 1 value per channel, got input size "

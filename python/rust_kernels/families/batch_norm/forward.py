@@ -8,7 +8,7 @@ from functools import cache
 
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
-from rust_kernels.families.batch_norm import common, training
+from rust_kernels.families.batch_norm import common, frozen, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwForwardInference,
     BatchNorm2dNchwForwardInferenceFlat,
@@ -104,12 +104,16 @@ def _acc(problem: Problem) -> str:
 def _choose_native(problem: Problem, placement: Placement) -> Plan:
     if problem.scalars["training"]:
         return training.choose("forward", problem, placement)
+    if problem.order is not None:
+        return frozen.choose("forward", problem, placement)
     return choose(problem, placement)
 
 
 def _candidates_native(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     if problem.scalars["training"]:
         return training.candidates("forward", problem, placement)
+    if problem.order is not None:
+        return frozen.candidates("forward", problem, placement)
     return candidates(problem, placement)
 
 
@@ -140,7 +144,8 @@ NATIVE = Op(
     running_var updated in place with `momentum` (the unbiased variance for running_var); x NCHW or channels_last
     in memory, y in x's memory format. Statistics by Welford's method merged pairwise (stable whatever the mean),
     in a fixed order (bit-identical run to run). Eval mode (training=False) uses the frozen running statistics, x
-    NCHW: save_mean and save_invstd are empty, as PyTorch returns them in eval mode.""",
+    NCHW or channels_last (y in x's memory format): save_mean and save_invstd are empty, as PyTorch returns them in
+    eval mode.""",
     inputs=(Input("x"), Input("weight"), Input("bias"), *common.MUTATED_STATISTICS),
     scalars=(common.TRAINING, common.MOMENTUM, common.EPS),
     outputs=(
@@ -148,12 +153,14 @@ NATIVE = Op(
         Output("save_mean", like="running_mean", shape=_saved, sum=True, dtype=_acc),
         Output("save_invstd", like="running_mean", shape=_saved, sum=True, dtype=_acc),
     ),
-    describe=common.describe("batch_norm_2d_forward", "x", ("x",), ("weight", "bias", "running_mean", "running_var")),
+    describe=common.describe(
+        "batch_norm_2d_forward", "x", ("x",), ("weight", "bias", "running_mean", "running_var"), eval_channels_last=True
+    ),
     choose=_choose_native,
     candidates=_candidates_native,
-    kernels=KERNELS + training.FORWARD_KERNELS,
+    kernels=KERNELS + training.FORWARD_KERNELS + frozen.FORWARD_KERNELS,
     aligned=("x", "y"),
-    orders=common.training_orders,
+    orders=common.native_orders,
     fits=training.fits,
     torch=True,
     gradient=Gradient(

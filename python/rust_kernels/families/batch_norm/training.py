@@ -365,8 +365,8 @@ def activation_of(problem: Problem) -> int:
 
 
 def fits(plan: Plan, problem: Problem) -> str | None:
-    """Why a forced plan cannot run this problem of a torch-native op: training mode runs the training kernels in
-    the arrays' memory format, eval mode the eval (NCHW) ones."""
+    """Why a forced plan cannot run this problem of a torch-native op: training mode runs the training kernels,
+    eval mode the eval ones, each in the arrays' memory format."""
     training = bool(problem.scalars.get("training"))
     for launch in plan.launches:
         kernel = launch.kernel
@@ -376,18 +376,18 @@ def fits(plan: Plan, problem: Problem) -> str | None:
         fused = getattr(kernel, "activation", 0)
         if not isinstance(kernel, BatchNorm2dBatchStats) and fused != activation_of(problem):
             return f"its kernel {kernel.id} fuses activation {fused}, the call {activation_of(problem)} (0: none)"
-    return layout_fits(plan, problem) if training else None
+    return layout_fits(plan, problem)
 
 
 def reads_channels_last(kernel: Any) -> bool:
-    """Whether a training kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch
-    kernels; the other one-launch kernels read NCHW)."""
+    """Whether a kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch kernels;
+    the other one-launch kernels and the NCHW eval kernels read NCHW)."""
     return bool(getattr(kernel, "channels_last", 0)) or isinstance(kernel, tuple(FUSED_COLUMNS.values()))
 
 
 def layout_fits(plan: Plan, problem: Problem) -> str | None:
-    """Why a forced plan of training kernels cannot run this problem: a kernel reads the other memory format than
-    the arrays' (where the two differ)."""
+    """Why a forced plan cannot run this problem: a kernel reads the other memory format than the arrays' (where the
+    two differ)."""
     _, channels, height, width = problem.shape
     if problem.empty or channels == 1 or height * width == 1:  # NCHW and NHWC: then the same memory
         return None

@@ -129,6 +129,10 @@ class Backward(_BatchNorm2d):
                 out += [backward.warp(channels, block, vectorized, storage, param, ctas=1)]
         return out
 
+    def depth(self, plan: Plan, shape: tuple[int, ...]) -> int:
+        """The longest chain of additions behind a channel's sums (the tolerances' d)."""
+        return summation_depth(plan, shape)
+
     def tolerances(
         self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray], ref: tuple[np.ndarray, ...]
     ) -> list[np.ndarray]:
@@ -137,7 +141,7 @@ class Backward(_BatchNorm2d):
         u = DTYPES[dtype].unit_roundoff
         # dx is stored in the activations' type, dweight and dbias in the parameters'.
         storage = [DTYPES[d].storage_roundoff for d in (dtype, param, param)]
-        depth = summation_depth(plan, shape)
+        depth = self.depth(plan, shape)
         rstd = common.rstd(var, common.kernel_eps(plan.kernel, self.scalars["eps"]))
         abs_dy = np.abs(dy).sum(axis=(0, 2, 3))
         abs_terms = np.abs(dy * (x - mean[:, None, None])).sum(axis=(0, 2, 3))

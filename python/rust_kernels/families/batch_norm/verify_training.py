@@ -68,7 +68,7 @@ SPLITS = {"cuda": (None, 1, 3, 16), "host": (None, 1, 2)}
 HOST_EVERY_GRID = "f32"
 
 
-def _packs(shape: tuple[int, ...], dtype: str, channels_last: bool) -> list[int]:
+def packs(shape: tuple[int, ...], dtype: str, channels_last: bool) -> list[int]:
     run = shape[1] if channels_last else shape[2] * shape[3]
     return [v for v in (0, 1, 2) if run % common.unit_elements(v, dtype) == 0]
 
@@ -168,7 +168,7 @@ class _Training(Family):
         every_grid = backend == "cuda" or dtype == HOST_EVERY_GRID
         out = []
         for channels_last in (False, True):
-            for vectorized in _packs(shape, storage, channels_last):
+            for vectorized in packs(shape, storage, channels_last):
                 for split in SPLITS[backend] if every_grid else (None,):
                     out.append(build(shape, storage, param, vectorized, channels_last, sms, split))
                 if not every_grid or not elementwise:
@@ -184,8 +184,8 @@ class _Training(Family):
         blocks = training.FUSED_BLOCKS if every_grid else training.FUSED_BLOCKS[:1]
         if training.fusable(shape, storage):  # type: ignore[arg-type]
             out += [training.fused(self.which, shape, storage, param, vectorized, block, activation)  # type: ignore[arg-type]
-                    for vectorized in _packs(shape, storage, False) for block in blocks]  # fmt: skip
-        for vectorized in _packs(shape, storage, True):
+                    for vectorized in packs(shape, storage, False) for block in blocks]  # fmt: skip
+        for vectorized in packs(shape, storage, True):
             widths = training.column_widths(shape, storage, vectorized, sms)  # type: ignore[arg-type]
             widths = list(dict.fromkeys((1, widths[-1]))) if every_grid else widths[-1:]
             # One CTA size in the emulator (the GPU's checks take every one): each instance is one more library

@@ -1,0 +1,69 @@
+"""BatchNorm2d with frozen running statistics (eval mode) in channels_last: the launch plans of the eval forward and
+backward over NHWC memory, so that a model kept in channels_last pays no layout change (the NCHW eval plans are in
+forward.py and backward.py).
+
+Forward: batch_norm_2d_frozen_forward_channels_last, one elementwise launch shaped as the training normalize's (each
+thread on one column of channel units, its coefficients computed once): 2 passes. Backward:
+batch_norm_2d_frozen_backward_channels_last, one launch shaped as the training backward's reduction (column blocks of
+channel units, slices of rows merged in a fixed order), which also writes dx = dy * weight * invstd as it reads dy:
+3 passes, where the training backward's two launches take 5.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from rust_kernels.families.batch_norm import common, training
+from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dFrozenBackwardChannelsLast,
+    BatchNorm2dFrozenForwardChannelsLast,
+)
+from rust_kernels.runtime import Placement, Plan, Problem
+
+FORWARD_KERNELS = (BatchNorm2dFrozenForwardChannelsLast,)
+BACKWARD_KERNELS = (BatchNorm2dFrozenBackwardChannelsLast,)
+
+
+def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, ctas: int | None = None
+            ) -> Plan:  # fmt: skip
+    """The forward's launch, with the training normalize's grid (or `ctas` CTAs)."""
+    kind = BatchNorm2dFrozenForwardChannelsLast
+    return training.elementwise(kind, shape, dtype, param, vectorized, True, sms, ctas)
+
+
+def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, split: int | None = None
+             ) -> Plan:  # fmt: skip
+    """The backward's launch, with the training reduction's geometry (or `split` slices of the rows)."""
+    kind = BatchNorm2dFrozenBackwardChannelsLast
+    return training.reduction(kind, shape, dtype, param, vectorized, True, sms, split, width=2)
+
+
+@cache  # a pure function of its arguments: the ops ask it on every call they decide
+def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int) -> Plan:
+    vectorized = training.vector_mode(shape, dtype, alignment, True)
+    build = forward if which == "forward" else backward
+    return build(shape, dtype, param, vectorized, sms)
+
+
+@cache
+def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int
+                ) -> tuple[Plan, ...]:  # fmt: skip
+    vectorized = training.vector_mode(shape, dtype, alignment, True)
+    out = [plan(which, shape, dtype, param, alignment, sms)]
+    if which == "forward":
+        out += [forward(shape, dtype, param, vectorized, sms, ctas)
+                for ctas in training.grids_around(shape, dtype, vectorized, True, sms)]  # fmt: skip
+    else:
+        out += [backward(shape, dtype, param, vectorized, sms, split)
+                for split in training.splits_around(shape, dtype, vectorized, True, sms)]  # fmt: skip
+    return tuple(dict.fromkeys(out))
+
+
+def choose(which: str, problem: Problem, placement: Placement) -> Plan:
+    return plan(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms)  # type: ignore[arg-type]
+
+
+def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    """What the autotuner times: the rule's plan, and the forward's grid at half, once and twice the rule's or the
+    backward's split from a quarter to four times the rule's (training.grids_around, splits_around)."""
+    return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms)  # type: ignore[arg-type]

@@ -1,0 +1,89 @@
+"""Eval mode (frozen running statistics) over channels_last arrays: the torch-native ops read NHWC memory as it is
+(batch_norm_2d_frozen_forward_channels_last, batch_norm_2d_frozen_backward_channels_last) and give what the NCHW
+eval ops give on the same values, outputs in the input's memory format; the errors; rust_kernels.torch's modules on
+them; on the GPU, against float64 as closely as torch's own eval batch norm. The float64 cross-checks of every plan
+are the registry's (families batch_norm_2d_forward_eval and batch_norm_2d_backward_eval)."""
+
+import numpy as np
+import pytest
+
+from rust_kernels import ArgumentError, ops
+from rust_kernels.families.batch_norm import backward, forward, frozen
+
+EPS = 1e-5
+SHAPE = (3, 16, 5, 4)  # C = 16: 16-byte packs of f32 (4 lanes); 2 of bf16 (8 lanes)
+
+
+def channels_last(a: np.ndarray) -> np.ndarray:
+    """The NHWC buffer of `a` behind its NCHW shape (what a channels_last tensor is)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def is_channels_last(a: np.ndarray) -> bool:
+    return not a.flags.c_contiguous and a.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+def inputs(dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    c = SHAPE[1]
+    dy, x = rng.standard_normal(SHAPE).astype(dtype), (rng.standard_normal(SHAPE) * 2 + 0.5).astype(dtype)
+    weight, bias = rng.uniform(0.5, 1.5, c).astype(dtype), rng.standard_normal(c).astype(dtype)
+    mean, var = rng.standard_normal(c).astype(dtype), rng.uniform(0.5, 2.0, c).astype(dtype)
+    return dy, x, weight, bias, mean, var
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_native_ops_read_channels_last_in_eval_mode_as_the_nchw_ops_compute(dtype):
+    """y and dx bit for bit as the NCHW eval kernels give them (the same per-element arithmetic), dweight and dbias
+    to rounding (other summation orders), y and dx channels_last; the statistics untouched, saved ones empty."""
+    dy, x, weight, bias, mean, var = inputs(dtype)
+    y_nchw = ops.batch_norm_2d_nchw_forward_inference(x, weight, bias, mean, var, eps=EPS, backend="host")
+    grads_nchw = ops.batch_norm_2d_nchw_backward(dy, x, weight, mean, var, eps=EPS, backend="host")
+    kept = (mean.copy(), var.copy())
+    y, save_mean, save_invstd = ops.batch_norm_2d_forward(channels_last(x), weight, bias, mean, var, False, 0.1, EPS,
+                                                          backend="host")  # fmt: skip
+    dx, dweight, dbias = ops.batch_norm_2d_backward(channels_last(dy), channels_last(x), weight, mean, var, None,
+                                                    None, False, EPS, backend="host")  # fmt: skip
+    assert is_channels_last(y) and is_channels_last(dx)
+    assert np.array_equal(y, y_nchw) and np.array_equal(dx, grads_nchw[0])
+    np.testing.assert_allclose(dweight, grads_nchw[1], rtol=1e-5 if dtype == np.float32 else 1e-13)
+    np.testing.assert_allclose(dbias, grads_nchw[2], rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
+    assert save_mean.shape == save_invstd.shape == (0,)
+    assert np.array_equal(mean, kept[0]) and np.array_equal(var, kept[1])
+
+
+def test_the_plans_take_the_channels_last_eval_kernels_in_one_launch_each():
+    dy, x, weight, bias, mean, var = inputs()
+    calls = {
+        forward.NATIVE: (channels_last(x), weight, bias, mean, var),
+        backward.NATIVE: (channels_last(dy), channels_last(x), weight, mean, var, None, None),
+    }
+    for op, args in calls.items():
+        scalars = tuple({"training": False}.get(s.name, s.default) for s in op.scalars)
+        named, problem = op.problem(args, scalars, "host")
+        plan = op.plan_for(named, problem, "host")
+        assert not plan.then and isinstance(plan.kernel, frozen.FORWARD_KERNELS + frozen.BACKWARD_KERNELS)
+        assert plan.kernel.vectorized == 1  # C = 16 f32: 16-byte packs
+
+
+def test_channels_last_errors_name_the_argument_and_the_op_that_reads_it():
+    dy, x, weight, bias, mean, var = inputs()
+    refused = r"x: channels_last arrays are not read by batch_norm_2d_nchw_forward_inference .*batch_norm_2d_forward"
+    with pytest.raises(ArgumentError, match=refused):
+        ops.batch_norm_2d_nchw_forward_inference(channels_last(x), weight, bias, mean, var, backend="host")
+    with pytest.raises(ArgumentError, match=r"dy: expected a channels_last array like x"):
+        ops.batch_norm_2d_backward(dy, channels_last(x), weight, mean, var, None, None, False, backend="host")
+    frozen_plan = frozen.plan("forward", SHAPE, "f32", "f32", 16, 1)
+    refused = r"plan: its kernel batch_norm_2d_frozen_forward_channels_last__f32__256__1__1 reads the other memory"
+    with pytest.raises(ArgumentError, match=refused + r" format than the arrays' \(NCHW\)"):
+        ops.batch_norm_2d_forward(x, weight, bias, mean, var, False, backend="host", plan=frozen_plan)
+    nchw_plan = forward.plan(SHAPE, "f32", "f32", 16, 1)
+    with pytest.raises(ArgumentError, match=r"reads the other memory format than the arrays' \(channels_last\)"):
+        ops.batch_norm_2d_forward(channels_last(x), weight, bias, mean, var, False, backend="host", plan=nchw_plan)
+    with pytest.raises(ArgumentError, match=r"plan: its kernel .* is not one of training mode's"):
+        ops.batch_norm_2d_forward(channels_last(x), weight, bias, mean, var, True, backend="host", plan=frozen_plan)
+    # 24 channels of single elements: one CTA of 256 threads cannot keep each thread on one column (256 % 24 != 0).
+    x24, ones = channels_last(np.ones((2, 24, 3, 3), np.float32)), np.ones(24, np.float32)
+    one_cta = frozen.forward((2, 24, 3, 3), "f32", "f32", 0, 1, ctas=1)
+    with pytest.raises(ArgumentError, match=r"CTAS \* BLOCK must be a multiple of C"):
+        ops.batch_norm_2d_forward(x24, ones, ones, ones, ones, False, backend="host", plan=one_cta)
