@@ -12,8 +12,8 @@ echo "== cargo fmt, clippy, test"
 echo "== pytest"
 if [ $# -eq 0 ]; then
   # The host cross-check (tests/test_host.py) runs in a process of its own: it loads a host library per kernel
-  # instance, and the whole suite in one process aborted (SIGABRT) after about 2 400 of its cases, while either half
-  # alone passes. The cause is not established; a per-process limit on loaded Rust libraries is the likeliest one.
+  # instance, and a library stays mapped until its process ends. (The abort after about a thousand libraries,
+  # "out of TLS keys", was each library's std taking a pthread key: launches now start bare threads.)
   python3 -m pytest -q --ignore=tests/test_host.py
   python3 -m pytest -q tests/test_host.py
 else

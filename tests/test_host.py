@@ -1,6 +1,7 @@
 """The host emulator runs the very kernels that go to PTX, built for the CPU per kernel instance on demand."""
 
 import _thread
+import ctypes
 import signal
 import threading
 import time
@@ -206,6 +207,36 @@ def test_ctrl_c_interrupts_a_long_host_launch():
     assert not [t.name for t in threading.enumerate() if t.name.startswith("rust_kernels host launch")]
     spin.launch(1, 32, (x, out, 10))  # the library still launches afterwards
     assert out[0] == 10
+
+
+def _free_pthread_keys() -> int:
+    """How many more pthread keys this process could create (glibc allows 1 024 in all)."""
+    libc = ctypes.CDLL(None)
+    key, keys = ctypes.c_uint(), []
+    while libc.pthread_key_create(ctypes.byref(key), None) == 0:
+        keys.append(key.value)
+    for k in keys:
+        libc.pthread_key_delete(k)
+    return len(keys)
+
+
+def test_kernel_libraries_take_no_pthread_key(tmp_path):
+    """Each kernel library links its own std, whose std::thread took a pthread key in the first launch: the process
+    aborted ("fatal runtime error: out of TLS keys") once about a thousand distinct libraries had launched (CI ran
+    the host cross-check into it). Launches now start bare threads."""
+    spec = (Path(__file__).parent / "kernels" / "spin.toml").read_text()
+    (tmp_path / "spin.rs.j2").write_text((Path(__file__).parent / "kernels" / "spin.rs.j2").read_text())
+    names = ("spin_key_a", "spin_key_b")
+    for name in names:  # libraries no other test loads
+        (tmp_path / f"{name}.toml").write_text(spec.replace('name = "spin"', f'name = "{name}"'))
+    program = rust_kernels.Program(tmp_path)
+    kernels = [rust_kernels.compile(program.kernel(name), target="host").get_kernel() for name in names]
+    x, out = np.ones(1, np.float32), np.zeros(1, np.float32)
+    before = _free_pthread_keys()
+    for kernel in kernels:
+        kernel.launch(1, 32, (x, out, 3))
+        assert out[0] == 3
+    assert _free_pthread_keys() == before
 
 
 def test_torch_native_signatures_in_eval_mode():

@@ -1,14 +1,14 @@
 //! Launching a kernel on the host: argument checks, then the CTAs one after another, each CTA's threads as
-//! concurrent OS threads.
+//! concurrent OS threads (bare POSIX threads: `os_thread`).
 
 use super::context::{self, coords, Abort, Current, Launch, Region};
 use super::cta::Cta;
 use super::kernel::{ArgValue, HostKernel};
+use super::os_thread;
 use std::any::Any;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
-use std::thread;
 
 /// Kernel code runs on these threads; generated kernels keep little on the stack.
 const THREAD_STACK_BYTES: usize = 256 << 10;
@@ -206,7 +206,7 @@ fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<
 /// Runs every thread of one CTA to its end.
 fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
     let [bx, by, bz] = cta.launch.block;
-    thread::scope(|scope| {
+    os_thread::scope(|scope| {
         for linear in 0..bx * by * bz {
             if cta.launch.cancelled() {
                 // Starting the remaining threads would only delay the end: they would leave at once.
@@ -218,10 +218,7 @@ fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
                 thread: [linear % bx, linear / bx % by, linear / (bx * by)],
                 linear,
             };
-            let spawned = thread::Builder::new()
-                .stack_size(THREAD_STACK_BYTES)
-                .spawn_scoped(scope, move || run_thread(kernel, current, values));
-            if let Err(err) = spawned {
+            if let Err(err) = scope.spawn(THREAD_STACK_BYTES, move || run_thread(kernel, current, values)) {
                 // The threads already started leave at their next barrier or warp operation.
                 cta.fail(format!("kernel {}: cannot start a thread: {err}", kernel.name));
                 break;

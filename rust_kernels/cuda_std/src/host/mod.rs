@@ -22,6 +22,7 @@ mod context;
 mod cta;
 mod kernel;
 mod launch;
+mod os_thread;
 
 #[cfg(test)]
 mod tests;
