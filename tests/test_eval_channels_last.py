@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rust_kernels import ArgumentError, ops
-from rust_kernels.families.batch_norm import backward, forward, frozen
+from rust_kernels.families.batch_norm import backward, common, forward, frozen
 
 EPS = 1e-5
 SHAPE = (3, 16, 5, 4)  # C = 16: 16-byte packs of f32 (4 lanes); 2 of bf16 (8 lanes)
@@ -87,3 +87,16 @@ def test_channels_last_errors_name_the_argument_and_the_op_that_reads_it():
     one_cta = frozen.forward((2, 24, 3, 3), "f32", "f32", 0, 1, ctas=1)
     with pytest.raises(ArgumentError, match=r"CTAS \* BLOCK must be a multiple of C"):
         ops.batch_norm_2d_forward(x24, ones, ones, ones, ones, False, backend="host", plan=one_cta)
+
+
+@pytest.mark.parametrize("shape", [(32, 2048, 7, 7), (8, 24, 3, 3), (1, 1000, 1, 2), (128, 96, 56, 56)], ids=str)
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_every_forward_candidate_keeps_each_thread_on_one_column(shape, dtype):
+    """The autotuner's grids (the training normalize's and those giving each thread 4, 8 or 16 units) all meet the
+    kernel's precondition: CTAS * BLOCK a multiple of the row's units."""
+    plans = frozen._candidates("forward", shape, dtype, "f32", 16, 132)
+    vectorized = plans[0].kernel.vectorized
+    assert {p.value("CTAS") for p in plans} >= set(frozen.thread_grids(shape, dtype, vectorized))
+    for plan in plans:
+        groups = shape[1] // common.unit_elements(plan.kernel.vectorized, dtype)
+        assert plan.value("CTAS") * plan.kernel.block_dim[0] % groups == 0, plan.label

@@ -11,6 +11,7 @@ channel units, slices of rows merged in a fixed order), which also writes dx = d
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 from rust_kernels.families.batch_norm import common, training
@@ -22,6 +23,10 @@ from rust_kernels.runtime import Placement, Plan, Problem
 
 FORWARD_KERNELS = (BatchNorm2dFrozenForwardChannelsLast,)
 BACKWARD_KERNELS = (BatchNorm2dFrozenBackwardChannelsLast,)
+# The forward's grids giving each thread this many units, besides the training normalize's: a thread's coefficients
+# (per lane four loads, a square root and a division) cost more than the training normalize's, so fewer threads,
+# each streaming more units, can be faster (the autotuner decides).
+UNITS_PER_THREAD = (4, 8, 16)
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, ctas: int | None = None
@@ -52,11 +57,23 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     out = [plan(which, shape, dtype, param, alignment, sms)]
     if which == "forward":
         out += [forward(shape, dtype, param, vectorized, sms, ctas)
-                for ctas in training.grids_around(shape, dtype, vectorized, True, sms)]  # fmt: skip
+                for ctas in (*training.grids_around(shape, dtype, vectorized, True, sms),
+                             *thread_grids(shape, dtype, vectorized))]  # fmt: skip
     else:
         out += [backward(shape, dtype, param, vectorized, sms, split)
                 for split in training.splits_around(shape, dtype, vectorized, True, sms)]  # fmt: skip
     return tuple(dict.fromkeys(out))
+
+
+def thread_grids(shape: common.Shape4, dtype: str, vectorized: int) -> list[int]:
+    """The forward's grids giving each thread UNITS_PER_THREAD units, each a multiple of what keeps a thread on one
+    column of channel units."""
+    lanes = training.lanes(vectorized, dtype)
+    units = math.prod(shape) // lanes
+    groups = shape[1] // lanes
+    step = max(1, groups // math.gcd(groups, training.ELEMENTWISE_BLOCK))
+    per_cta = [-(-units // (training.ELEMENTWISE_BLOCK * n)) for n in UNITS_PER_THREAD]
+    return list(dict.fromkeys(max(step, -(-ctas // step) * step) for ctas in per_cta))
 
 
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:
@@ -64,6 +81,7 @@ def choose(which: str, problem: Problem, placement: Placement) -> Plan:
 
 
 def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
-    """What the autotuner times: the rule's plan, and the forward's grid at half, once and twice the rule's or the
-    backward's split from a quarter to four times the rule's (training.grids_around, splits_around)."""
+    """What the autotuner times: the rule's plan, and the forward's grid at half, once and twice the rule's and
+    those of thread_grids, or the backward's split from a quarter to four times the rule's (training.grids_around,
+    splits_around)."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms)  # type: ignore[arg-type]
