@@ -68,10 +68,8 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
 def thread_grids(shape: common.Shape4, dtype: str, vectorized: int) -> list[int]:
     """The forward's grids giving each thread UNITS_PER_THREAD units, each a multiple of what keeps a thread on one
     column of channel units."""
-    lanes = training.lanes(vectorized, dtype)
-    units = math.prod(shape) // lanes
-    groups = shape[1] // lanes
-    step = max(1, groups // math.gcd(groups, training.ELEMENTWISE_BLOCK))
+    units = math.prod(shape) // training.lanes(vectorized, dtype)
+    step = training.column_step(shape, dtype, vectorized)
     per_cta = [-(-units // (training.ELEMENTWISE_BLOCK * n)) for n in UNITS_PER_THREAD]
     return list(dict.fromkeys(max(step, -(-ctas // step) * step) for ctas in per_cta))
 

@@ -129,10 +129,16 @@ def elementwise_grid(shape: common.Shape4, dtype: str, vectorized: int, channels
     ctas = max(1, min(-(-units // ELEMENTWISE_BLOCK), wave * WAVES))
     if channels_last:
         ctas = max(1, min(ctas, max(wave, -(-units // (ELEMENTWISE_BLOCK * COLUMN_UNITS)))))
-        groups = shape[1] // lanes(vectorized, dtype)
-        step = max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
+        step = column_step(shape, dtype, vectorized)
         ctas = -(-ctas // step) * step
     return ctas
+
+
+def column_step(shape: common.Shape4, dtype: str, vectorized: int) -> int:
+    """The channels_last elementwise launch's fewest CTAs that keep each thread on one column of channel units; its
+    grids are multiples of it (CTAS * ELEMENTWISE_BLOCK a multiple of C / lanes)."""
+    groups = shape[1] // lanes(vectorized, dtype)
+    return max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
 
 
 def _activation(activation: int) -> tuple[int, ...]:
@@ -336,10 +342,7 @@ def grids_around(shape: common.Shape4, dtype: str, vectorized: int, channels_las
     """An elementwise launch's grids the autotuner times: half, once and twice the rule's, kept a multiple of what
     channels_last needs (a thread on one column of channel units)."""
     own = elementwise_grid(shape, dtype, vectorized, channels_last, sms)
-    step = 1
-    if channels_last:
-        groups = shape[1] // lanes(vectorized, dtype)
-        step = max(1, groups // math.gcd(groups, ELEMENTWISE_BLOCK))
+    step = column_step(shape, dtype, vectorized) if channels_last else 1
     return list(dict.fromkeys(max(step, (own * scale // 2) // step * step) for scale in (1, 2, 4)))
 
 

@@ -5,7 +5,6 @@ shapes and channels_last layout."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rust_kernels.families.batch_norm import backward, common, forward, frozen, training, verify, verify_training
@@ -65,8 +64,7 @@ class FrozenForward(_Frozen, verify.ForwardInference):
         for vectorized in verify_training.packs(shape, storage, True):
             out.append(frozen.forward(shape, storage, param, vectorized, sms))  # type: ignore[arg-type]
             if self._every(backend, dtype):
-                groups = shape[1] // common.unit_elements(vectorized, storage)
-                fewest = max(1, groups // math.gcd(groups, training.ELEMENTWISE_BLOCK)) if groups else 1
+                fewest = training.column_step(shape, storage, vectorized)
                 out.append(frozen.forward(shape, storage, param, vectorized, sms, fewest))  # type: ignore[arg-type]
         return list(dict.fromkeys(out))
 

@@ -173,11 +173,7 @@ class _Training(Family):
                     out.append(build(shape, storage, param, vectorized, channels_last, sms, split))
                 if not every_grid or not elementwise:
                     continue
-                if channels_last:
-                    groups = shape[1] // common.unit_elements(vectorized, storage)
-                    fewest = max(1, groups // math.gcd(groups, training.ELEMENTWISE_BLOCK)) if groups else 1
-                else:
-                    fewest = 1
+                fewest = training.column_step(shape, storage, vectorized) if channels_last else 1
                 out.append(build(shape, storage, param, vectorized, channels_last, sms, None, fewest))
         if not self.which:
             return out
