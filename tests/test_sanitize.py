@@ -50,7 +50,7 @@ def test_the_cases_reach_the_branches_of_the_batch_norm_kernels():
 def test_racecheck_and_synccheck_keep_to_one_dtype_per_accumulation_type():
     """f32 and f64, plus bf16 activations for the mixed-precision variants (which hold no other storage type)."""
     for tool in ("racecheck", "synccheck"):
-        dtypes = {plan.kernel.dtype_key for _, plan, _ in sanitize.cases(tool)}
+        dtypes = {family.inputs_key(plan) for family, plan, _ in sanitize.cases(tool)}
         assert dtypes == {"f32", "f64", "bf16-f32"}
     assert sanitize.tool_dtypes("initcheck", ("f32", "f64", "bf16", "f16", "bf16-f32", "f16-f32")) == [
         "f32", "f64", "bf16", "bf16-f32"

@@ -21,6 +21,7 @@ def write(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
 def test_the_catalogue_parses():
     names = [s.name for s in load_specs(FAMILY)]
     assert names == [
+        "batch_norm_2d_add_relu_mask",
         "batch_norm_2d_backward_elementwise",
         "batch_norm_2d_backward_elementwise_act",
         "batch_norm_2d_backward_reduce",
@@ -45,6 +46,7 @@ def test_the_catalogue_parses():
         "batch_norm_2d_nchw_forward_inference_tiled",
         "batch_norm_2d_normalize",
         "batch_norm_2d_normalize_act",
+        "batch_norm_2d_normalize_add_relu",
     ]
 
 

@@ -231,6 +231,32 @@ def test_double_backward_is_refused():
         dx.sum().backward()
 
 
+def test_arguments_passed_by_name_bind_as_inspect_binds_them():
+    """The operators' kernels get what compiled graphs pass (scalars by name) in the declaration's order, defaults
+    filled in; a call that does not fit the signature is inspect's TypeError."""
+    import inspect
+
+    op = forward.NATIVE
+    t = tensors((2, 3, 4, 5), "f32")
+    arrays_ = (t["x"], t["weight"], t["bias"], t["running_mean"], t["running_var"])
+    calls = [((*arrays_, True), {"eps": 1e-3}), (arrays_, {"momentum": 0.5, "training": True}), (arrays_, {}),
+             ((t["x"],), {"weight": t["weight"], "bias": t["bias"], "running_mean": t["running_mean"],
+                          "running_var": t["running_var"], "eps": 0.2})]  # fmt: skip
+    for args, kwargs in calls:
+        want = inspect.signature(op.function).bind(*args, **kwargs)
+        want.apply_defaults()
+        names = [*(i.name for i in op.inputs), *(s.name for s in op.scalars)]
+        got = library._bound(op, args, kwargs)
+        assert len(got) == len(names) and all(a is want.arguments[n] for a, n in zip(got, names, strict=True))
+    for args, kwargs in (((*arrays_, True), {"training": False}), (arrays_, {"gamma": 1}), (arrays_[:4], {})):
+        with pytest.raises(TypeError):
+            library._bound(op, args, kwargs)
+    got = OPS.batch_norm_2d_forward(*arrays_, eps=1e-3, training=True)
+    want = OPS.batch_norm_2d_forward(*arrays_, True, 0.1, 1e-3)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
+
+
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_errors_name_the_argument_eagerly_and_in_the_fake_kernels(device):
     """The same messages from the ops (cpu) and from their fakes (meta, as torch.compile traces them)."""
@@ -608,7 +634,7 @@ def test_batchnormact_fuses_relu_and_silu_without_drop_only(monkeypatch, act, dr
 
 class _Block(torch.nn.Module):
     """A residual block shaped like torchvision's: bn1 -> relu (a shared inplace ReLU module), bn2 -> F.relu6,
-    bn3 -> the residual add (not an activation's alone), bn4 -> silu method-free and GELU (neither fused)."""
+    bn3 -> the residual add -> relu (fused with its add), bn4 -> silu method-free and GELU (neither fused)."""
 
     def __init__(self, c: int) -> None:
         super().__init__()
@@ -631,7 +657,7 @@ def test_convert_fuse_fuses_each_bn_feeding_only_an_activation(layout, monkeypat
     assert isinstance(ours, torch.fx.GraphModule)
     kinds = {name: type(m) for name, m in ours.named_modules() if name.startswith("bn")}
     assert kinds == {"bn1": rk_torch.FusedBatchNorm2d, "bn2": rk_torch.FusedBatchNorm2d,
-                     "bn3": rk_torch.BatchNorm2d, "bn4": rk_torch.FusedBatchNorm2d}  # fmt: skip
+                     "bn3": rk_torch.FusedBatchNorm2dAddReLU, "bn4": rk_torch.FusedBatchNorm2d}  # fmt: skip
     assert (ours.bn1.activation, ours.bn2.activation, ours.bn4.activation) == ("relu", "relu6", "silu")
     assert list(ours.state_dict()) == list(theirs.state_dict())
     seen = []

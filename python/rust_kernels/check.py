@@ -64,12 +64,12 @@ def compare(family: Family, plan: Plan, shape: Shape, inputs: dict[str, np.ndarr
             worst, tol_at = float(ratio.flat[at]), float(np.broadcast_to(tol, ratio.shape).flat[at])
         max_abs = max(max_abs, float(err.max()))
         max_rel = max(max_rel, float(err.max() / max(np.abs(want).max(), np.finfo(np.float64).tiny)))
-    return Result(family.name, plan.label, plan.kernel.name, plan.kernel.dtype_key, shape, max_abs, max_rel, worst,
+    return Result(family.name, plan.label, plan.kernel.name, family.inputs_key(plan), shape, max_abs, max_rel, worst,
                   tol_at)  # fmt: skip
 
 
 def failed(family: Family, plan: Plan, shape: Shape, error: str) -> Result:
-    return Result(family.name, plan.label, plan.kernel.name, plan.kernel.dtype_key, shape, math.inf, math.inf,
+    return Result(family.name, plan.label, plan.kernel.name, family.inputs_key(plan), shape, math.inf, math.inf,
                   math.inf, 0.0, error)  # fmt: skip
 
 

@@ -7,7 +7,8 @@ runtime does the rest, the same way for every op:
 - the signature -> decision cache (the native fast path, `calls.fast_calls`): a decided signature is one native call;
 - allocation of outputs (like their input: shape, dtype, device and memory format) and of workspaces;
 - binding: every kernel argument is found by name (`x_ptr` <- array `x`; `B` <- a value the problem or the plan
-  fixes), so an op's argument order is its kernels' spec, never restated; arrays in another dimension order than
+  fixes; a plan's `reads` may bind it to another array), so an op's argument order is its kernels' spec, never
+  restated; arrays in another dimension order than
   C's (channels_last) are bound as the permuted view that is C-contiguous, as the problem says;
 - the stream (the arrays' current stream by default), the launches (a plan may chain several: a reduction, then
   an elementwise pass reading what it wrote) and remembering them.
@@ -119,14 +120,16 @@ class Workspace:
 class Plan:
     """How one call runs: a kernel instance, its grid, the kernel arguments the plan fixes (`values`, by name) and
     its workspaces; `then`: the launches that follow it, in order, on the same stream (each a Plan without `then`).
-    The launches of a plan share its workspaces by name: what one writes, the next may read. Any op accepts a plan
-    of its own kernels as `plan=`."""
+    The launches of a plan share its workspaces by name: what one writes, the next may read. `reads`: (kernel
+    argument, array) pairs binding an argument to another of the op's arrays than its own name's (a launch reading
+    an output an earlier launch wrote, in an input's stead). Any op accepts a plan of its own kernels as `plan=`."""
 
     kernel: Kernel
     grid: tuple[int, int, int]
     values: tuple[tuple[str, int | float], ...] = ()
     workspaces: tuple[Workspace, ...] = ()
     then: tuple[Plan, ...] = ()
+    reads: tuple[tuple[str, str], ...] = ()
 
     @property
     def launches(self) -> tuple[Plan, ...]:
@@ -301,7 +304,9 @@ class Op:
             raise ArgumentError(f"plan: expected a rust_kernels.runtime.Plan of {kinds} (as the op's family lists "
                                 f"them), got {plan!r}")  # fmt: skip
         for launch in plan.launches:
-            if launch.kernel.dtype_key != problem.dtype_key:
+            # A kernel without parameters runs its dtype beside any parameters' (its key is the dtype alone).
+            key = problem.dtype_key if launch.kernel.spec.has_param else problem.dtype
+            if launch.kernel.dtype_key != key:
                 raise ArgumentError(f"plan: its kernel {launch.kernel.name} runs {launch.kernel.dtype_key}, the "
                                     f"arrays are {problem.dtype_key}")  # fmt: skip
         why = None if self.fits is None else self.fits(plan, problem)
@@ -323,12 +328,13 @@ class Op:
         fixed = dict(plan.values)
         like = _first(named)
         order = problem.order
+        reads = dict(plan.reads)
 
         def view(a: Any) -> Any:
             return arrays.permuted(a, order) if order is not None and len(a.shape) == len(order) else a
 
         for name, _ in plan.kernel.args:
-            key = name.removesuffix("_ptr")
+            key = reads.get(name, name.removesuffix("_ptr"))
             if key in inputs and named[key] is not None:
                 values.append(view(named[key]))
                 layout.append(inputs[key])

@@ -512,7 +512,7 @@ class Plan:
     budget_s: float = 0.0  # no limit
     bn: str = "frozen"  # or "train" (BN_MODES)
     memory_format: str = "contiguous"  # or "channels_last" (MEMORY_FORMATS)
-    fuse: bool = False  # ours: convert(model, fuse=True), each BN feeding only a ReLU/SiLU/ReLU6 fused with it
+    fuse: bool = False  # ours: convert(model, fuse=True): BN + ReLU/SiLU/ReLU6 and BN + add + ReLU fused
 
     def cells(self) -> list[Cell]:
         return [

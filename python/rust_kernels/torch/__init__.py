@@ -22,11 +22,13 @@ from rust_kernels.torch.library import OPS, define
 from rust_kernels.torch.modules import (
     BatchNorm2d,
     FusedBatchNorm2d,
+    FusedBatchNorm2dAddReLU,
     SyncBatchNorm,
     batch_norm_2d,
     batch_norm_act_2d,
+    batch_norm_add_relu_2d,
     convert,
 )
 
-__all__ = ["OPS", "BatchNorm2d", "FusedBatchNorm2d", "SyncBatchNorm", "batch_norm_2d", "batch_norm_act_2d", "convert",
-           "define"]  # fmt: skip
+__all__ = ["OPS", "BatchNorm2d", "FusedBatchNorm2d", "FusedBatchNorm2dAddReLU", "SyncBatchNorm", "batch_norm_2d",
+           "batch_norm_act_2d", "batch_norm_add_relu_2d", "convert", "define"]  # fmt: skip

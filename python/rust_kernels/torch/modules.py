@@ -10,6 +10,7 @@ subclasses it calls the operators (torch.ops.rust_kernels), whose fakes and auto
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections import Counter
 from typing import Any
@@ -21,6 +22,7 @@ from torch.autograd.function import once_differentiable
 
 from rust_kernels.errors import RustKernelsError
 from rust_kernels.families.batch_norm import activation, backward, forward, sync
+from rust_kernels.families.batch_norm import residual as add_relu
 from rust_kernels.runtime import Op
 from rust_kernels.torch import library
 
@@ -131,12 +133,17 @@ class _EagerTrainingBatchNorm2d(torch.autograd.Function):
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
         x, weight, save_mean, save_invstd = ctx.saved_tensors
         tensors = (_in_format(dy, x), x, weight, *ctx.statistics, save_mean, save_invstd)
-        if torch.is_grad_enabled():  # create_graph: the operator, which refuses double backward
-            out = _ops.batch_norm_2d_backward(*tensors, True, ctx.eps)
-        else:
-            out = _run(backward.NATIVE, *tensors, True, ctx.eps, True)  # the op's scalars: training, eps, deterministic
-        need = ctx.needs_input_grad[:3]
-        return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None, None)
+        # the op's scalars: training, eps, deterministic
+        return (*_gradients(ctx, backward.NATIVE, tensors, (True, ctx.eps, True)), None, None, None, None)
+
+
+def _gradients(ctx: Any, op: Op, tensors: tuple[Tensor, ...], scalars: tuple[Any, ...]) -> tuple[Tensor | None, ...]:
+    """A training-mode Function's backward: backward op `op`'s outputs, each the gradient of the forward's argument
+    at its position (None where that one needs none). While a graph of the backward is recorded (create_graph), the
+    operator, which refuses double backward; else the op's kernels directly."""
+    out = getattr(_ops, op.name)(*tensors, *scalars) if torch.is_grad_enabled() else _run(op, *tensors, *scalars)
+    need = ctx.needs_input_grad[: len(out)]
+    return tuple(g if n else None for g, n in zip(out, need, strict=True))
 
 
 def _training_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
@@ -361,12 +368,7 @@ class _EagerFusedBatchNorm2d(torch.autograd.Function):
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
         x, weight, bias, save_mean, save_invstd = ctx.saved_tensors
         tensors = (_in_format(dy, x), x, weight, bias, save_mean, save_invstd)
-        if torch.is_grad_enabled():  # create_graph: the operator, which refuses double backward
-            out = _ops.batch_norm_2d_act_backward(*tensors, ctx.eps, ctx.act)
-        else:
-            out = _run(activation.BACKWARD, *tensors, ctx.eps, ctx.act)
-        need = ctx.needs_input_grad[:3]
-        return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None, None, None)
+        return (*_gradients(ctx, activation.BACKWARD, tensors, (ctx.eps, ctx.act)), None, None, None, None, None)
 
 
 def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None = None,
@@ -385,6 +387,46 @@ def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weig
             return _EagerFusedBatchNorm2d.apply(*tensors, momentum, eps, act)  # type: ignore[no-any-return]
         return _run(activation.FORWARD, *tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
     return _ops.batch_norm_2d_act_forward(*tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
+
+
+class _EagerResidualBatchNorm2d(torch.autograd.Function):
+    """A training step of relu(BatchNorm2d(x) + residual) on the fused ops' kernels (families/batch_norm/residual.py)
+    under a plain autograd.Function: the backward's mask is read from y, saved as torch's ReLU saves its output."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor,
+                running_var: Tensor, momentum: float, eps: float) -> Tensor:  # fmt: skip
+        y, save_mean, save_invstd = _run(add_relu.FORWARD, x, residual, weight, bias, running_mean, running_var,
+                                         momentum, eps)  # fmt: skip
+        ctx.save_for_backward(y, x, weight, save_mean, save_invstd)
+        ctx.eps = eps
+        return y  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
+        y, x, weight, save_mean, save_invstd = ctx.saved_tensors
+        tensors = (_in_format(dy, x), y, x, weight, save_mean, save_invstd)
+        # dx, dresidual, dweight, dbias: the forward's x, residual, weight, bias
+        return (*_gradients(ctx, add_relu.BACKWARD, tensors, (ctx.eps,)), None, None, None, None)
+
+
+def batch_norm_add_relu_2d(x: Tensor, residual: Tensor, running_mean: Tensor, running_var: Tensor,
+                           weight: Tensor | None = None, bias: Tensor | None = None, momentum: float = 0.1,
+                           eps: float = 1e-5) -> Tensor:  # fmt: skip
+    """relu(torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, True, momentum, eps) +
+    residual), the end of a ResNet block, in training mode on the fused kernels: 4 passes forward where the three
+    ops take 8. x and residual of one shape, dtype and memory format (NCHW or channels_last; y in x's); running
+    statistics updated in place."""
+    if weight is None:
+        weight = torch.ones_like(running_var)
+    if bias is None:
+        bias = torch.zeros_like(running_mean)
+    tensors = (x, residual, weight, bias, running_mean, running_var)
+    if _eager(tensors) and forward_ad._current_level < 0:
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors[:4]):
+            return _EagerResidualBatchNorm2d.apply(*tensors, momentum, eps)  # type: ignore[no-any-return]
+        return _run(add_relu.FORWARD, *tensors, momentum, eps)[0]  # type: ignore[no-any-return]
+    return _ops.batch_norm_2d_add_relu_forward(*tensors, momentum, eps)[0]  # type: ignore[no-any-return]
 
 
 # The activations the fused kernels compute: their modules, and the functions and tensor methods torch.fx records.
@@ -429,6 +471,23 @@ class FusedBatchNorm2d(_FusingNormalization):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return self._then(input, self.activation)
+
+
+class FusedBatchNorm2dAddReLU(BatchNorm2d):
+    """What `convert(model, fuse=True)` makes of a BatchNorm2d whose output is only added to another tensor, the sum
+    feeding only a ReLU (the end of a ResNet block: bn3, `out += identity`, relu): the same parameters, buffers and
+    state_dict, forward(input, residual) = relu(BatchNorm2d(input) + residual), in training mode on the fused
+    kernels. Where those do not apply (eval mode, no running statistics, a residual of another shape or dtype, a
+    tensor of another rank) our BatchNorm2d, then torch's add and ReLU."""
+
+    def forward(self, input: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        if (not self.training or self.running_mean is None or self.running_var is None or input.dim() != 4
+                or residual.shape != input.shape or residual.dtype != input.dtype):  # fmt: skip
+            return torch.relu(self._normalize(input) + residual)
+        self._check_input_dim(input)
+        momentum = float(self._factor())  # the kernels take it as a scalar
+        return batch_norm_add_relu_2d(input, _in_format(residual, input), self.running_mean, self.running_var,
+                                      self.weight, self.bias, momentum, self.eps)  # fmt: skip
 
 
 class _FrozenBatchNorm2d(torch.nn.Module):
@@ -515,21 +574,34 @@ def _fused(model: torch.nn.Module) -> torch.fx.GraphModule:
                                "convert(model) without fuse converts it unfused") from None  # fmt: skip
     modules = dict(traced.named_modules())
     calls = Counter(node.target for node in traced.graph.nodes if node.op == "call_module")
-    for node in list(traced.graph.nodes):
+    graph = traced.graph
+    for node in list(graph.nodes):
         if node.op != "call_module" or type(modules[node.target]) is not BatchNorm2d or calls[node.target] != 1:
             continue
-        if len(node.users) != 1:
+        if len(node.users) != 1 or len(node.args) != 1 or node.kwargs:
             continue
         (user,) = node.users
+        module = modules[node.target]
+        other = _residual_of(user, node)
+        if other is not None and len(user.users) == 1 and _activation_call(next(iter(user.users)), user, modules) == \
+                "relu":  # fmt: skip
+            # bn -> add -> relu: one call where the ReLU was (the residual may be computed after the BN).
+            (relu,) = user.users
+            with graph.inserting_before(relu):
+                fused = graph.call_module(node.target, (node.args[0], other))
+            relu.replace_all_uses_with(fused)
+            for gone in (relu, user, node):
+                graph.erase_node(gone)
+            module.__class__ = FusedBatchNorm2dAddReLU
+            continue
         act = _activation_call(user, node, modules)
         if act is None:
             continue
-        module = modules[node.target]
         module.__class__ = FusedBatchNorm2d
         module.activation = act
         user.replace_all_uses_with(node)
-        traced.graph.erase_node(user)
-    traced.graph.lint()
+        graph.erase_node(user)
+    graph.lint()
     traced.recompile()
     return traced
 
@@ -546,6 +618,23 @@ def _activation_call(user: torch.fx.Node, of: torch.fx.Node, modules: dict[str, 
     if user.op == "call_method":
         return _ACTIVATION_METHODS.get(user.target)  # type: ignore[call-overload]
     return None
+
+
+# The additions torch.fx records: `a + b`, `out += identity`, torch.add, and the tensor methods.
+_ADDITIONS = {operator.add, operator.iadd, torch.add}
+_ADDITION_METHODS = {"add", "add_"}
+
+
+def _residual_of(user: torch.fx.Node, of: torch.fx.Node) -> torch.fx.Node | None:
+    """The other operand where `user` adds node `of` and one other node (no alpha, no out=), else None."""
+    added = (user.op == "call_function" and user.target in _ADDITIONS) or \
+        (user.op == "call_method" and user.target in _ADDITION_METHODS)  # fmt: skip
+    if not added or user.kwargs or len(user.args) != 2 or not all(isinstance(a, torch.fx.Node) for a in user.args):
+        return None
+    a, b = user.args
+    if (a is of) == (b is of):  # neither, or the BN's output added to itself
+        return None
+    return b if a is of else a  # type: ignore[return-value]
 
 
 def _is_batch_norm(module: torch.nn.Module) -> bool:

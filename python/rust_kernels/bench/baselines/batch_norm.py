@@ -232,6 +232,70 @@ class Training(Baseline):
         return fused
 
 
+class TrainingAddReLU(Training):
+    """relu(BatchNorm2d(x) + residual) in training mode, forward + backward (the end of a ResNet block): ours (the
+    fused add-and-ReLU ops), PyTorch eager (F.batch_norm, the add, the ReLU and their autograd backward) and
+    torch.compile of the same function, against an 11-pass copy."""
+
+    def __init__(self, channels_last: bool) -> None:
+        super().__init__(channels_last)
+
+    @property
+    def name(self) -> str:
+        return "batch_norm_2d_training_add_relu" + ("_channels_last" if self.channels_last else "")
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """What any two-phase implementation moves: the forward reads x for the statistics, then x and the residual
+        and writes y (4 passes); the backward reads dy, y and x to reduce (writing dresidual, the ReLU's gradient, as
+        it reads them), then dresidual and x again and writes dx (7). Ours takes 12: its backward writes dresidual in
+        a pass of its own (reads dy and y) before the training backward's 5."""
+        return 11 * math.prod(shape) * DTYPES[activations(dtype)].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+        import torch.nn.functional as F
+
+        import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+        layout = torch.channels_last if self.channels_last else torch.contiguous_format
+        x, weight, bias, mean, var = (tensors[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
+        x = x.contiguous(memory_format=layout)
+        residual, dy = torch.randn_like(x), torch.randn_like(x)
+        y, dx, t = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        leaves = [t.detach().clone().requires_grad_() for t in (x, residual, weight, bias)]
+
+        def maths(x: Any, residual: Any, weight: Any, bias: Any) -> Any:
+            return torch.relu(F.batch_norm(x, mean, var, weight, bias, True, 0.1, EPS) + residual)
+
+        def eager_step(fn: Callable[..., Any]) -> Callable[[], Any]:
+            def step() -> Any:
+                return torch.autograd.grad(fn(*leaves), leaves, dy)
+
+            return step
+
+        def ours_from(library: Any) -> Callable[[], Any]:
+            def step() -> Any:
+                out, save_mean, save_invstd = library.batch_norm_2d_add_relu_forward(x, residual, weight, bias, mean,
+                                                                                     var, 0.1, EPS)  # fmt: skip
+                return library.batch_norm_2d_add_relu_backward(dy, out, x, weight, save_mean, save_invstd, EPS)
+
+            return step
+
+        def bound() -> Any:
+            torch.neg(x, out=y)
+            torch.add(x, residual, out=t)
+            torch.add(x, dy, out=dx)
+            return torch.add(x, dy, out=dx)
+
+        return {
+            "ours": ours_from(ops),
+            "ours_op": ours_from(torch.ops.rust_kernels),
+            "torch": eager_step(maths),
+            "compile": eager_step(torch.compile(maths, dynamic=False)),
+            "bound": bound,
+        }
+
+
 register(Backward())
 register(ForwardInference())
 register(Backward(channels_last=True))
@@ -240,3 +304,5 @@ register(Training(channels_last=False))
 register(Training(channels_last=True))
 register(Training(channels_last=False, activation="relu"))
 register(Training(channels_last=True, activation="relu"))
+register(TrainingAddReLU(channels_last=False))
+register(TrainingAddReLU(channels_last=True))

@@ -23,15 +23,6 @@ def check_activation(value: object) -> str:
 ACTIVATION = Scalar("activation", "relu", check_activation, "str")
 
 
-def _training(describe: Any) -> Any:
-    """`describe` of a training-mode op: the problem as the torch-native ops' with training=True."""
-
-    def problem(named: dict[str, Any], scalars: dict[str, Any], backend: str) -> Problem:
-        return describe(named, scalars | {"training": True}, backend)
-
-    return problem
-
-
 def _orders(scalars: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
     return (common.CHANNELS_LAST,)
 
@@ -63,7 +54,7 @@ FORWARD = Op(
         Output("save_mean", like="running_mean", shape=forward._saved, sum=True, dtype=forward._acc),
         Output("save_invstd", like="running_mean", shape=forward._saved, sum=True, dtype=forward._acc),
     ),
-    describe=_training(
+    describe=common.training_mode(
         common.describe("batch_norm_2d_act_forward", "x", ("x",), ("weight", "bias", "running_mean", "running_var"))
     ),
     choose=_choose_forward,
@@ -91,7 +82,7 @@ BACKWARD = Op(
         Output("dweight", like="weight", sum=True),
         Output("dbias", like="weight", sum=True),
     ),
-    describe=_training(
+    describe=common.training_mode(
         common.describe(
             "batch_norm_2d_act_backward", "x", ("x", "dy"), ("weight", "bias"), ("save_mean", "save_invstd")
         )

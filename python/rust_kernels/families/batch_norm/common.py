@@ -197,6 +197,15 @@ def describe(op: str, x_name: str, same: tuple[str, ...], per_channel: tuple[str
     return problem
 
 
+def training_mode(describe: Any) -> Any:
+    """`describe` of a training-mode op: the problem as the torch-native ops' with training=True."""
+
+    def problem(named: dict[str, Any], scalars: dict[str, Any], backend: str) -> Problem:
+        return describe(named, scalars | {"training": True}, backend)
+
+    return problem
+
+
 def kernel_eps(kernel: Kernel, eps: float) -> float:
     """eps as the kernel receives it: an f32 argument (the seed kernels' ABI) or the accumulation type."""
     eps_type = next(a for a in kernel.args if a[0] == "eps")[1]

@@ -175,10 +175,12 @@ def sums(shape: common.Shape4, dtype: str) -> Workspace:
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-            split: int | None = None, ctas: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
-    """The statistics launch, then the normalize launch (with `activation` fused), in pack mode `vectorized`."""
+            split: int | None = None, ctas: int | None = None, activation: int = 0, normalize: type | None = None
+            ) -> Plan:  # fmt: skip
+    """The statistics launch, then the normalize launch (with `activation` fused; `normalize`: another normalize
+    kernel, of the same geometry), in pack mode `vectorized`."""
     stats = reduction(BatchNorm2dBatchStats, shape, dtype, param, vectorized, channels_last, sms, split)
-    kind = BatchNorm2dNormalizeAct if activation else BatchNorm2dNormalize
+    kind = normalize or (BatchNorm2dNormalizeAct if activation else BatchNorm2dNormalize)
     normalize = elementwise(kind, shape, dtype, param, vectorized, channels_last, sms, ctas, activation)
     return Plan(stats.kernel, stats.grid, stats.values, stats.workspaces, (normalize,))
 
@@ -308,8 +310,9 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     layouts = [channels_last]
     if shape[2] * shape[3] == 1 and shape[1] > 1:  # NCHW is NHWC then: the channels_last kernels read rows of C
         layouts.append(not channels_last)
+    build = forward if which == "forward" else backward
     out = [own] + [p for layout in layouts
-                   for p in _around(which, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
+                   for p in around(build, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and fused_fits(shape, dtype, sms, scale=4):
         out += [fused(which, shape, dtype, param, vectorized, block, activation) for block in FUSED_BLOCKS]
@@ -319,10 +322,11 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     return tuple(dict.fromkeys(out))
 
 
-def _around(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
-            channels_last: bool, activation: int) -> list[Plan]:  # fmt: skip
+def around(build: Any, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
+           channels_last: bool, activation: int = 0) -> list[Plan]:  # fmt: skip
+    """The two-launch plans of `build` (forward or backward, or one of their signature) at the autotuner's splits
+    and grids."""
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
-    build = forward if which == "forward" else backward
     return [build(shape, dtype, param, vectorized, channels_last, sms, s, c, activation)
             for s in splits_around(shape, dtype, vectorized, channels_last, sms)
             for c in grids_around(shape, dtype, vectorized, channels_last, sms)]  # fmt: skip
