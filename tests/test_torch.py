@@ -257,6 +257,46 @@ def test_arguments_passed_by_name_bind_as_inspect_binds_them():
         torch.testing.assert_close(a, b)
 
 
+def test_mutating_operators_record_a_graph_only_where_one_is_wanted():
+    """A compiled graph's forward calls the mutating operators with parameters that require grad, under no_grad: they
+    run below autograd there (no autograd.Function), running statistics updated all the same."""
+    t = tensors((2, 3, 4, 5), "f32")
+    weight = t["weight"].requires_grad_()
+    arrays_ = (t["x"], weight, t["bias"], t["running_mean"], t["running_var"])
+    with torch.no_grad():
+        y, mean, _ = OPS.batch_norm_2d_forward(*arrays_, training=True, momentum=1.0)
+    assert y.grad_fn is None and not y.requires_grad
+    torch.testing.assert_close(t["running_mean"], mean)  # momentum 1: the running mean is the batch mean
+    y, _, _ = OPS.batch_norm_2d_forward(*arrays_, training=True)
+    assert y.grad_fn is not None
+    (dweight,) = torch.autograd.grad(y, weight, t["dy"])
+    want = F.batch_norm(t["x"], None, None, weight=weight, bias=t["bias"], training=True)
+    torch.testing.assert_close(dweight, torch.autograd.grad(want, weight, t["dy"])[0])
+
+
+def test_operators_take_the_layout_inductor_chose():
+    """flexible_layout: Inductor passes the layout it picked (channels_last convolutions in an NCHW model) instead of
+    copying to the traced strides and back around each call; the kernels make their inputs dense themselves."""
+    for name in library.OPS:
+        assert torch.Tag.flexible_layout in getattr(OPS, name).default.tags, name
+
+
+@pytest.mark.gpu
+def test_gpu_operator_call_of_a_decided_signature_takes_the_fast_path(monkeypatch):
+    """What a compiled graph calls: the operator's second call of a signature is the op's native fast path (no
+    argument preparation), with the same results."""
+    resolved = []
+    monkeypatch.setattr(library, "_resolved", spy(resolved, library._resolved))
+    t = tensors((3, 5, 4, 7), "f32", "cuda", memory_format=torch.channels_last)
+    arrays_ = (t["x"], t["weight"], t["bias"], t["running_mean"], t["running_var"])
+    first = OPS.batch_norm_2d_forward(*arrays_, training=True)
+    second = OPS.batch_norm_2d_forward(*arrays_, training=True)
+    assert len(resolved) == 1
+    assert second[0].is_contiguous(memory_format=torch.channels_last)
+    for a, b in zip(first, second, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_errors_name_the_argument_eagerly_and_in_the_fake_kernels(device):
     """The same messages from the ops (cpu) and from their fakes (meta, as torch.compile traces them)."""

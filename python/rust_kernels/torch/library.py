@@ -41,18 +41,21 @@ _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: the regis
 def _order(op: Op, args: tuple[Any, ...]) -> tuple[int, ...] | None:
     """The memory order (besides C's) the op reads with these scalars that a non-contiguous tensor argument is
     dense in (channels_last), or None."""
+    loose = [a for a in args if isinstance(a, torch.Tensor) and not a.is_contiguous()]
+    if not loose or op.orders is None:  # every call of a contiguous program stops here
+        return None
     scalars = dict(zip((s.name for s in op.scalars), args[len(op.inputs) :], strict=True))
-    for order in op.orders(scalars) if op.orders is not None else ():
-        for a in args:
-            if isinstance(a, torch.Tensor) and a.dim() == len(order) and not a.is_contiguous() and \
-                    arrays.contiguous_in(a, order):  # fmt: skip
+    for order in op.orders(scalars):
+        for a in loose:
+            if a.dim() == len(order) and arrays.contiguous_in(a, order):
                 return order
     return None
 
 
 def _dense(a: torch.Tensor, order: tuple[int, ...] | None) -> torch.Tensor:
     """`a` (a lazily negated or conjugated view resolved) C-contiguous, or dense in `order` where it has that rank."""
-    a = a.resolve_neg().resolve_conj()
+    if a.is_neg() or a.is_conj():
+        a = a.resolve_neg().resolve_conj()
     if order is None or a.dim() != len(order):
         return a.contiguous()
     if arrays.contiguous_in(a, order):
@@ -110,10 +113,12 @@ def _no_tangents(op: Op, args: tuple[Any, ...]) -> None:
 
 
 def run_cuda(op: Op, *args: Any, **kwargs: Any) -> Any:
-    """`op` on CUDA tensors: resolved and contiguous, on torch's current stream (the op's default)."""
+    """`op` on CUDA tensors, on torch's current stream (the op's default): its fast path where the call's signature
+    was decided (dense plain tensors, as a compiled graph passes them), else resolved and contiguous."""
     args = _bound(op, args, kwargs)
     _no_tangents(op, args)
-    return op(*_resolved(op, args), backend="cuda")
+    out = op.fast(args[: len(op.inputs)], args[len(op.inputs) :])
+    return op(*_resolved(op, args), backend="cuda") if out is None else out
 
 
 def run_host(op: Op, *args: Any, **kwargs: Any) -> Any:
@@ -217,14 +222,18 @@ def _autograd(op: Op, backward: Op) -> tuple[Callable[..., Any], Callable[..., A
 def _mutating_autograd(op: Op, setup_context: Callable[..., Any], backward_fn: Callable[..., Any]
                        ) -> Callable[..., Any]:  # fmt: skip
     """The Autograd kernel of an op that mutates inputs (running statistics, which take no gradient): an
-    autograd.Function whose forward redispatches below autograd to the op's own kernels."""
-    operator = getattr(torch.ops, NAMESPACE)
+    autograd.Function whose forward redispatches below autograd to the op's own kernels; straight below autograd
+    where there is no graph to record (a compiled graph's forward runs so: the Function cost 15-25 us a call)."""
+    overload = getattr(torch.ops, NAMESPACE).__getattr__(op.name).default
+
+    def below(*args: Any) -> Any:
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload(*args)
 
     class Mutating(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> Any:
-            with torch._C._AutoDispatchBelowAutograd():
-                out = getattr(operator, op.name)(*args)
+            out = below(*args)
             setup_context(ctx, args, out)
             return out
 
@@ -237,7 +246,10 @@ def _mutating_autograd(op: Op, setup_context: Callable[..., Any], backward_fn: C
             raise NotImplementedError(f"rust_kernels::{op.name}: forward-mode AD is not implemented")
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        return Mutating.apply(*_bound(op, args, kwargs))
+        args = _bound(op, args, kwargs)
+        if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
+            return Mutating.apply(*args)
+        return below(*args)
 
     return kernel
 
@@ -260,7 +272,9 @@ def define(op: Op) -> None:
     if _DEFINED.get(op.name) is op:
         return
     qualified = f"{NAMESPACE}::{op.name}"
-    _LIBRARY.define(op.name + schema(op))
+    # Any strides in (the kernels make every input dense, outputs follow the fake's): Inductor keeps the layout it
+    # chose (channels_last convolutions in an NCHW model) instead of copying to and from the traced strides.
+    _LIBRARY.define(op.name + schema(op), tags=(torch.Tag.flexible_layout,))
     _LIBRARY.impl(op.name, lambda *args, **kwargs: run_cuda(op, *args, **kwargs), "CUDA")
     _LIBRARY.impl(op.name, lambda *args, **kwargs: run_host(op, *args, **kwargs), "CPU")
     torch.library.register_fake(qualified, _fake(op), lib=_LIBRARY)

@@ -24,7 +24,7 @@ from rust_kernels.errors import RustKernelsError
 from rust_kernels.families.batch_norm import activation, backward, forward, sync
 from rust_kernels.families.batch_norm import residual as add_relu
 from rust_kernels.runtime import Op
-from rust_kernels.torch import library
+from rust_kernels.torch.library import call
 
 Tensor = torch.Tensor
 _ops = torch.ops.rust_kernels
@@ -43,20 +43,12 @@ def _eager(tensors: tuple[Tensor, ...]) -> bool:
     )
 
 
-def _run(op: Op, *args: Any) -> Any:
-    """`op` on plain eager tensors (every input, then every scalar): its fast path, else the op as the operators
-    run it."""
-    inputs = len(op.inputs)
-    out = op.fast(args[:inputs], args[inputs:])
-    return library.call(op, *args) if out is None else out
-
-
 def _forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor, eps: float) -> Tensor:
     """The eval forward on plain eager tensors: the NCHW op, or the torch-native op (training=False) for a
     channels_last x, whose kernels read it as it is."""
     if _channels_last(x):  # the op's scalars: training, momentum, eps
-        return _run(forward.NATIVE, x, weight, bias, running_mean, running_var, False, 0.0, eps)[0]  # type: ignore[no-any-return]
-    return _run(forward.NCHW, x, weight, bias, running_mean, running_var, eps, None)  # the op's scalars: eps, block_hw
+        return call(forward.NATIVE, x, weight, bias, running_mean, running_var, False, 0.0, eps)[0]  # type: ignore[no-any-return]
+    return call(forward.NCHW, x, weight, bias, running_mean, running_var, eps, None)  # the op's scalars: eps, block_hw
 
 
 def _backward(dy: Tensor, x: Tensor, weight: Tensor, running_mean: Tensor, running_var: Tensor, eps: float
@@ -64,9 +56,9 @@ def _backward(dy: Tensor, x: Tensor, weight: Tensor, running_mean: Tensor, runni
     """The eval backward on plain eager tensors: the NCHW op, or the torch-native op (training=False, dy in x's
     memory format) for a channels_last x."""
     if _channels_last(x):  # the op's scalars: training, eps, deterministic
-        return _run(backward.NATIVE, _in_format(dy, x), x, weight, running_mean, running_var, None, None, False, eps,  # type: ignore[no-any-return]
+        return call(backward.NATIVE, _in_format(dy, x), x, weight, running_mean, running_var, None, None, False, eps,  # type: ignore[no-any-return]
                     True)  # fmt: skip
-    return _run(backward.NCHW, dy, x, weight, running_mean, running_var, eps, None, True)  # type: ignore[no-any-return]
+    return call(backward.NCHW, dy, x, weight, running_mean, running_var, eps, None, True)  # type: ignore[no-any-return]
 
 
 class _EagerBatchNorm2d(torch.autograd.Function):
@@ -141,14 +133,14 @@ def _gradients(ctx: Any, op: Op, tensors: tuple[Tensor, ...], scalars: tuple[Any
     """A training-mode Function's backward: backward op `op`'s outputs, each the gradient of the forward's argument
     at its position (None where that one needs none). While a graph of the backward is recorded (create_graph), the
     operator, which refuses double backward; else the op's kernels directly."""
-    out = getattr(_ops, op.name)(*tensors, *scalars) if torch.is_grad_enabled() else _run(op, *tensors, *scalars)
+    out = getattr(_ops, op.name)(*tensors, *scalars) if torch.is_grad_enabled() else call(op, *tensors, *scalars)
     need = ctx.needs_input_grad[: len(out)]
     return tuple(g if n else None for g, n in zip(out, need, strict=True))
 
 
 def _training_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                       momentum: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    return _run(forward.NATIVE, x, weight, bias, running_mean, running_var, True, momentum, eps)  # type: ignore[no-any-return]
+    return call(forward.NATIVE, x, weight, bias, running_mean, running_var, True, momentum, eps)  # type: ignore[no-any-return]
 
 
 def _in_format(t: Tensor, like: Tensor) -> Tensor:
@@ -280,7 +272,7 @@ class _SyncBatchNorm2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor | None,
                 running_var: Tensor | None, momentum: float | Tensor, eps: float, group: Any) -> Tensor:  # fmt: skip
-        mean, m2 = _run(sync.MOMENTS, x)
+        mean, m2 = call(sync.MOMENTS, x)
         channels = x.shape[1]
         count = torch.full((1,), x.numel() // channels, dtype=mean.dtype, device=mean.device)
         gathered = torch.empty(dist.get_world_size(group) * (2 * channels + 1), dtype=mean.dtype, device=mean.device)
@@ -291,18 +283,18 @@ class _SyncBatchNorm2d(torch.autograd.Function):
         _update(running_var, m2 / (total - 1), momentum)
         ctx.save_for_backward(x, weight, mean, invstd, total)
         ctx.group = group
-        return _run(sync.NORMALIZE, x, weight, bias, mean, invstd)  # type: ignore[no-any-return]
+        return call(sync.NORMALIZE, x, weight, bias, mean, invstd)  # type: ignore[no-any-return]
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
         x, weight, mean, invstd, total = ctx.saved_tensors
         dy = _in_format(dy, x)
-        dweight, dbias, sums = _run(sync.BACKWARD_SUMS, dy, x, weight, mean, invstd)
+        dweight, dbias, sums = call(sync.BACKWARD_SUMS, dy, x, weight, mean, invstd)
         dx = None
         if ctx.needs_input_grad[0]:  # as torch's: the ranks meet where x needs its gradient
             dist.all_reduce(sums, group=ctx.group)
-            dx = _run(sync.BACKWARD_DX, dy, x, weight, mean, invstd, sums / total)
+            dx = call(sync.BACKWARD_DX, dy, x, weight, mean, invstd, sums / total)
         need = ctx.needs_input_grad
         return dx, dweight if need[1] else None, dbias if need[2] else None, None, None, None, None, None
 
@@ -358,7 +350,7 @@ class _EagerFusedBatchNorm2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                 momentum: float, eps: float, act: str) -> Tensor:  # fmt: skip
-        y, save_mean, save_invstd = _run(activation.FORWARD, x, weight, bias, running_mean, running_var, momentum,
+        y, save_mean, save_invstd = call(activation.FORWARD, x, weight, bias, running_mean, running_var, momentum,
                                          eps, act)  # fmt: skip
         ctx.save_for_backward(x, weight, bias, save_mean, save_invstd)
         ctx.eps, ctx.act = eps, act
@@ -385,7 +377,7 @@ def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weig
     if _eager(tensors) and forward_ad._current_level < 0:
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
             return _EagerFusedBatchNorm2d.apply(*tensors, momentum, eps, act)  # type: ignore[no-any-return]
-        return _run(activation.FORWARD, *tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
+        return call(activation.FORWARD, *tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
     return _ops.batch_norm_2d_act_forward(*tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
 
 
@@ -396,7 +388,7 @@ class _EagerResidualBatchNorm2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor,
                 running_var: Tensor, momentum: float, eps: float) -> Tensor:  # fmt: skip
-        y, save_mean, save_invstd = _run(add_relu.FORWARD, x, residual, weight, bias, running_mean, running_var,
+        y, save_mean, save_invstd = call(add_relu.FORWARD, x, residual, weight, bias, running_mean, running_var,
                                          momentum, eps)  # fmt: skip
         ctx.save_for_backward(y, x, weight, save_mean, save_invstd)
         ctx.eps = eps
@@ -425,7 +417,7 @@ def batch_norm_add_relu_2d(x: Tensor, residual: Tensor, running_mean: Tensor, ru
     if _eager(tensors) and forward_ad._current_level < 0:
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors[:4]):
             return _EagerResidualBatchNorm2d.apply(*tensors, momentum, eps)  # type: ignore[no-any-return]
-        return _run(add_relu.FORWARD, *tensors, momentum, eps)[0]  # type: ignore[no-any-return]
+        return call(add_relu.FORWARD, *tensors, momentum, eps)[0]  # type: ignore[no-any-return]
     return _ops.batch_norm_2d_add_relu_forward(*tensors, momentum, eps)[0]  # type: ignore[no-any-return]
 
 
