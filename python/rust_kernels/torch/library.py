@@ -224,7 +224,7 @@ def _mutating_autograd(op: Op, setup_context: Callable[..., Any], backward_fn: C
     """The Autograd kernel of an op that mutates inputs (running statistics, which take no gradient): an
     autograd.Function whose forward redispatches below autograd to the op's own kernels; straight below autograd
     where there is no graph to record (a compiled graph's forward runs so: the Function cost 15-25 us a call)."""
-    overload = getattr(torch.ops, NAMESPACE).__getattr__(op.name).default
+    overload = getattr(getattr(torch.ops, NAMESPACE), op.name).default
 
     def below(*args: Any) -> Any:
         with torch._C._AutoDispatchBelowAutograd():
