@@ -274,6 +274,51 @@ def test_mutating_operators_record_a_graph_only_where_one_is_wanted():
     torch.testing.assert_close(dweight, torch.autograd.grad(want, weight, t["dy"])[0])
 
 
+def test_calls_without_a_graph_cross_into_python_once(monkeypatch):
+    """A compiled graph's calls (no graph recorded): the Autograd kernel runs the device's kernel itself, not through
+    the dispatcher's CPU kernel (a second crossing into Python); with a graph recorded the Function redispatches to it.
+    Forward and backward ops alike, results as torch's."""
+    crossed = []
+    monkeypatch.setattr(library, "run_host", spy(crossed, library.run_host))  # what the registered CPU kernel calls
+    t = tensors((2, 3, 4, 5), "f32")
+    weight, bias = t["weight"].requires_grad_(), t["bias"].requires_grad_()
+    arrays_ = (t["x"], weight, bias, t["running_mean"], t["running_var"])
+    with torch.no_grad():
+        y, mean, invstd = OPS.batch_norm_2d_forward(*arrays_, True, 0.1, EPS)
+        backward_args = (t["dy"], t["x"], weight, t["running_mean"], t["running_var"], mean, invstd, True, EPS)
+        dx, dweight, dbias = OPS.batch_norm_2d_backward(*backward_args)
+    assert not crossed
+    OPS.batch_norm_2d_forward(*arrays_, True, 0.1, EPS)
+    assert len(crossed) == 1
+    x = t["x"].clone().requires_grad_()
+    want = F.batch_norm(x, None, None, weight=weight, bias=bias, training=True, eps=EPS)
+    torch.testing.assert_close(y, want)
+    for got, expected in zip((dx, dweight, dbias), torch.autograd.grad(want, (x, weight, bias), t["dy"]),
+                             strict=False):  # fmt: skip
+        torch.testing.assert_close(got, expected)
+
+
+def test_calls_without_a_graph_still_reach_modes_below_autograd():
+    """The Autograd kernel's direct path is for plain dispatch only: a TorchDispatchMode (the Python key) below
+    autograd still sees every call, forward and backward ops."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    t = tensors((2, 3, 4, 5), "f32")
+    arrays_ = (t["x"], t["weight"], t["bias"], t["running_mean"], t["running_var"])
+    with torch.no_grad(), Record():
+        _, mean, invstd = OPS.batch_norm_2d_forward(*arrays_, True, 0.1, EPS)
+        OPS.batch_norm_2d_backward(t["dy"], *arrays_[:2], *arrays_[3:], mean, invstd, True, EPS)
+    assert "rust_kernels.batch_norm_2d_forward.default" in seen
+    assert "rust_kernels.batch_norm_2d_backward.default" in seen
+
+
 def test_operators_take_the_layout_inductor_chose():
     """flexible_layout: Inductor passes the layout it picked (channels_last convolutions in an NCHW model) instead of
     copying to the traced strides and back around each call; the kernels make their inputs dense themselves."""

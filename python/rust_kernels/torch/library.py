@@ -86,21 +86,31 @@ def _parameters(op: Op) -> tuple[tuple[str, ...], dict[str, Any]]:
     return names, {i.name: None for i in op.inputs if i.optional} | {s.name: s.default for s in op.scalars}
 
 
+@cache
+def _filling(op: Op, given: int, keywords: tuple[str, ...]) -> tuple[tuple[bool, Any], ...] | None:
+    """How a call with `given` positional arguments and these keyword arguments fills the op's others, in the
+    declaration's order: (True, name) a keyword argument's value, (False, value) a default; None where such a call
+    does not fit the signature."""
+    names, defaults = _parameters(op)
+    rest = names[given:]
+    if given > len(names) or not set(keywords) <= set(rest) or any(n not in keywords and n not in defaults
+                                                                   for n in rest):  # fmt: skip
+        return None
+    return tuple((True, n) if n in keywords else (False, defaults[n]) for n in rest)
+
+
 def _bound(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """Every argument of a call in the declaration's order (the dispatcher passes what the caller passed: compiled
     graphs pass scalars by name; inspect's binding took 0.25 ms a call there). A call that does not fit the
     signature gets inspect's TypeError."""
-    names, defaults = _parameters(op)
-    if not kwargs and len(args) == len(names):
+    if not kwargs and len(args) == len(_parameters(op)[0]):
         return args
-    given = dict(zip(names, args, strict=False))
-    if len(args) <= len(names) and not given.keys() & kwargs.keys() and kwargs.keys() <= set(names):
-        given |= kwargs
-        if given.keys() | defaults.keys() >= set(names):
-            return tuple(given[n] if n in given else defaults[n] for n in names)
+    filling = _filling(op, len(args), tuple(kwargs))
+    if filling is not None:
+        return args + tuple(kwargs[v] if by_name else v for by_name, v in filling)
     bound = inspect.signature(op.function).bind(*args, **kwargs)  # raises, naming what does not fit
     bound.apply_defaults()
-    return tuple(bound.arguments[n] for n in names)
+    return tuple(bound.arguments[n] for n in _parameters(op)[0])
 
 
 def _no_tangents(op: Op, args: tuple[Any, ...]) -> None:
@@ -219,18 +229,36 @@ def _autograd(op: Op, backward: Op) -> tuple[Callable[..., Any], Callable[..., A
     return setup_context, backward_fn
 
 
-def _mutating_autograd(op: Op, setup_context: Callable[..., Any], backward_fn: Callable[..., Any]
-                       ) -> Callable[..., Any]:  # fmt: skip
-    """The Autograd kernel of an op that mutates inputs (running statistics, which take no gradient): an
-    autograd.Function whose forward redispatches below autograd to the op's own kernels; straight below autograd
-    where there is no graph to record (a compiled graph's forward runs so: the Function cost 15-25 us a call)."""
+# Below autograd, the kernel a plain CPU or CUDA call reaches (ADInplaceOrView falls through for these ops).
+_KERNEL_KEYS = torch._C._after_autograd_keyset.remove(torch._C.DispatchKey.ADInplaceOrView)
+_KERNEL_KEY: dict[int, Any] = {}  # by a keyset's bits: the first key below autograd that has a kernel
+
+
+def _kernel_key(keyset: Any) -> Any:
+    """The key of the kernel a call with this dispatch keyset reaches below autograd (computing it costs 1.8 us)."""
+    raw = keyset.raw_repr()
+    key = _KERNEL_KEY.get(raw)
+    if key is None:
+        key = _KERNEL_KEY[raw] = (keyset & _KERNEL_KEYS).highestPriorityTypeId()
+    return key
+
+
+def _autograd_kernel(op: Op, setup_context: Callable[..., Any], backward_fn: Callable[..., Any]
+                     ) -> Callable[..., Any]:  # fmt: skip
+    """The Autograd kernel (with the dispatch keyset) of an op with a gradient, or of a backward op (whose backward
+    refuses): an autograd.Function whose forward redispatches below autograd to the op's own kernels where a graph
+    is recorded. Where none is (a compiled graph's calls), it runs the CPU or CUDA kernel itself when nothing else
+    sits between autograd and it (no mode, subclass, functionalization or lazy view, which redispatch): one crossing
+    from the dispatcher into Python per call, not two. torch.library's register_autograd takes functional ops only
+    and crosses twice."""
     overload = getattr(getattr(torch.ops, NAMESPACE), op.name).default
+    kernels = {torch._C.DispatchKey.CUDA: run_cuda, torch._C.DispatchKey.CPU: run_host}
 
     def below(*args: Any) -> Any:
         with torch._C._AutoDispatchBelowAutograd():
             return overload(*args)
 
-    class Mutating(torch.autograd.Function):
+    class Recorded(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> Any:
             out = below(*args)
@@ -245,11 +273,14 @@ def _mutating_autograd(op: Op, setup_context: Callable[..., Any], backward_fn: C
         def jvp(ctx: Any, *tangents: Any) -> Any:
             raise NotImplementedError(f"rust_kernels::{op.name}: forward-mode AD is not implemented")
 
-    def kernel(*args: Any, **kwargs: Any) -> Any:
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         args = _bound(op, args, kwargs)
         if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
-            return Mutating.apply(*args)
-        return below(*args)
+            return Recorded.apply(*args)
+        run = kernels.get(_kernel_key(keyset))
+        if run is not None:
+            return run(op, *args)
+        return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
     return kernel
 
@@ -259,6 +290,10 @@ def _no_double_backward(name: str) -> Callable[..., Any]:
         raise NotImplementedError(f"rust_kernels::{name}: double backward is not implemented")
 
     return refuse
+
+
+def _nothing_saved(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """A backward op's setup_context: its own backward (double backward) refuses, reading nothing."""
 
 
 _DEFINED: dict[str, Op] = {}
@@ -284,13 +319,11 @@ def define(op: Op) -> None:
         if backward is None:
             raise ArgumentError(f"op {op.name}: its backward {op.gradient.backward!r} is not a defined torch op")
         setup_context, backward_fn = _autograd(op, backward)
-        if any(i.mutated for i in op.inputs):  # torch.library's register_autograd takes functional ops only
-            _LIBRARY.impl(op.name, _mutating_autograd(op, setup_context, backward_fn), "Autograd")
-        else:
-            torch.library.register_autograd(qualified, backward_fn, setup_context=setup_context, lib=_LIBRARY)
+        _LIBRARY.impl(op.name, _autograd_kernel(op, setup_context, backward_fn), "Autograd", with_keyset=True)
         if backward.name not in _BACKWARDS:
-            torch.library.register_autograd(f"{NAMESPACE}::{backward.name}", _no_double_backward(backward.name),
-                                            lib=_LIBRARY)  # fmt: skip
+            refuse = _no_double_backward(backward.name)
+            _LIBRARY.impl(backward.name, _autograd_kernel(backward, _nothing_saved, refuse), "Autograd",
+                          with_keyset=True)  # fmt: skip
             _BACKWARDS.add(backward.name)
 
 
