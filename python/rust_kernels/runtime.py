@@ -436,8 +436,9 @@ def _stream(backend: str, device: int, like: Any, stream: Any) -> int:
 
 
 # Workspaces per (plan's first kernel instance, library, device, stream, name, dtype): each grown to the longest
-# asked for.
+# asked for. The ones grown out of are kept too: a captured CUDA graph may still use them.
 _workspaces: dict[tuple, Any] = {}
+_outgrown: list[Any] = []
 
 
 def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream: int) -> Any:
@@ -446,7 +447,9 @@ def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream:
     key = (kernel, type(like).__module__, device, stream, space.name, space.dtype)
     held = _workspaces.get(key)
     if held is None or held.shape[0] < space.length:
-        held = _workspaces[key] = arrays.zeros(like, space.length, space.dtype)
+        if held is not None:
+            _outgrown.append(held)
+        held = _workspaces[key] = arrays.workspace(like, space.length, space.dtype, stream)
     return held
 
 
