@@ -146,34 +146,6 @@ def address(a: Any) -> int:
     return int(a.__cuda_array_interface__["data"][0])
 
 
-def workspace(like: Any, length: int, dtype: str, stream: int) -> Any:
-    """A zeroed array of `length` values of `dtype` (our name) in `like`'s library and device that lives for the
-    process (a kernel's scratch, kept between calls), zeroed in order on `stream` (a CUDA stream handle). A torch
-    CUDA tensor views memory the driver allocated, not torch's allocator: while torch captures a CUDA graph, or warms
-    up for one (torch.compile's CUDA graphs), it serves the thread's allocations from the graph's private pool, which
-    must then hold nothing live but the graph's outputs."""
-    if not is_torch(like) or not like.is_cuda:
-        return zeros(like, length, dtype)
-    import torch
-
-    from rust_kernels import driver
-
-    device = like.device.index
-    nbytes = length * TYPES[dtype].size
-    address = driver.allocate(device, nbytes)
-    driver.zero_async(device, address, nbytes, stream)
-    memory = _DeviceBytes(address, nbytes)
-    return torch.as_tensor(memory, device=like.device).view(torch_dtype(dtype))
-
-
-class _DeviceBytes:
-    """Device memory as the CUDA array interface of its bytes (what torch.as_tensor views without copying)."""
-
-    def __init__(self, address: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
-                                         "version": 2}  # fmt: skip
-
-
 def zeros(like: Any, shape: int | tuple[int, ...], dtype: str) -> Any:
     """A zeroed array of `dtype` (our name: "f32", "u32", ...) in `like`'s library and device."""
     if isinstance(like, np.ndarray):

@@ -81,21 +81,6 @@ def current(device: int) -> Iterator[None]:
         check(driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
 
 
-def allocate(device: int, nbytes: int) -> int:
-    """`nbytes` of device memory on `device`, for the process (never freed)."""
-    driver = driver_module()
-    with current(device):
-        return int(check(driver.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})"))
-
-
-def zero_async(device: int, address: int, nbytes: int, stream: int) -> None:
-    """Zeroes `nbytes` of device memory at `address` in order on `stream` (in a stream being captured: a node of the
-    graph)."""
-    driver = driver_module()
-    with current(device):
-        check(driver.cuMemsetD8Async(address, 0, nbytes, driver.CUstream(stream)), "cuMemsetD8Async")
-
-
 @cache
 def context_entries(device: int) -> tuple[int, int, int, int]:
     """What the native launchers switch contexts with: the addresses of cuCtxGetCurrent, cuCtxPushCurrent and

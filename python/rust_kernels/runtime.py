@@ -436,9 +436,8 @@ def _stream(backend: str, device: int, like: Any, stream: Any) -> int:
 
 
 # Workspaces per (plan's first kernel instance, library, device, stream, name, dtype): each grown to the longest
-# asked for. The ones grown out of are kept too: a captured CUDA graph may still use them.
+# asked for.
 _workspaces: dict[tuple, Any] = {}
-_outgrown: list[Any] = []
 
 
 def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream: int) -> Any:
@@ -447,9 +446,7 @@ def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream:
     key = (kernel, type(like).__module__, device, stream, space.name, space.dtype)
     held = _workspaces.get(key)
     if held is None or held.shape[0] < space.length:
-        if held is not None:
-            _outgrown.append(held)
-        held = _workspaces[key] = arrays.workspace(like, space.length, space.dtype, stream)
+        held = _workspaces[key] = arrays.zeros(like, space.length, space.dtype)
     return held
 
 
