@@ -260,6 +260,7 @@ def test_workspaces_are_kept_per_kernel_instance_and_stream():
     assert runtime._workspace(like, ordered.kernel, space, 0, 7) is first
     assert runtime._workspace(like, atomic.kernel, space, 0, 7) is not first
     assert runtime._workspace(like, ordered.kernel, space, 0, 8) is not first  # another stream
-    bigger = runtime.Workspace(space.name, space.dtype, space.length * 2)
+    bigger = runtime.Workspace(space.name, space.dtype, space.length * 3)
     grown = runtime._workspace(like, ordered.kernel, bigger, 0, 7)
-    assert grown.shape[0] == bigger.length and not grown.any()
+    assert grown.shape[0] >= bigger.length and not grown.any()
+    assert any(kept is first for kept in runtime._outgrown)  # a graph may have captured it

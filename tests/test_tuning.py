@@ -14,7 +14,7 @@ from rust_kernels.families.batch_norm import backward, forward
 from rust_kernels.runtime import Placement, Problem
 
 GPU = tuning.Gpu("NVIDIA Test GPU", 8, "sm_90", 1 << 20)
-REAL_GPU, REAL_CAPTURING = tuning.gpu, tuning._capturing  # the GPU tests use the device's own
+REAL_GPU, REAL_CAPTURING = tuning.gpu, tuning.capturing  # the GPU tests use the device's own
 SHAPE = (4, 16, 9, 9)
 
 
@@ -24,7 +24,7 @@ def fake_device(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "directory", lambda device: tmp_path / "tuning" / device.slug)
     monkeypatch.setenv("RUST_KERNELS_TUNING", "on")
     monkeypatch.setattr(tuning, "gpu", lambda device: GPU)
-    monkeypatch.setattr(tuning, "_capturing", lambda stream: False)
+    monkeypatch.setattr(tuning, "capturing", lambda stream: False)
     tuning.forget()
     yield
     tuning.forget()
@@ -155,16 +155,16 @@ def test_a_bad_mode_is_a_config_error_naming_the_variable(monkeypatch):
 
 def test_during_graph_capture_nothing_is_timed_the_known_winner_or_none_is_used(monkeypatch):
     candidates = plans()
-    monkeypatch.setattr(tuning, "_capturing", lambda stream: True)
+    monkeypatch.setattr(tuning, "capturing", lambda stream: True)
     idle = Timer()
     monkeypatch.setattr(tuning, "time_plans", idle)
     assert choose(candidates) is None
     assert idle.timed == []
-    monkeypatch.setattr(tuning, "_capturing", lambda stream: False)
+    monkeypatch.setattr(tuning, "capturing", lambda stream: False)
     monkeypatch.setattr(tuning, "time_plans", Timer({candidates[1].label: 1.0}))
     choose(candidates[:2])  # only some candidates known
     tuning.forget()
-    monkeypatch.setattr(tuning, "_capturing", lambda stream: True)
+    monkeypatch.setattr(tuning, "capturing", lambda stream: True)
     monkeypatch.setattr(tuning, "time_plans", idle)
     assert choose(candidates) == candidates[1]
     assert idle.timed == []
@@ -227,7 +227,7 @@ def test_gpu_tuning_times_every_candidate_once_and_leaves_the_callers_arrays(mon
     import torch
 
     monkeypatch.setattr(tuning, "gpu", REAL_GPU)
-    monkeypatch.setattr(tuning, "_capturing", REAL_CAPTURING)
+    monkeypatch.setattr(tuning, "capturing", REAL_CAPTURING)
     from rust_kernels import ops
 
     torch.manual_seed(0)
@@ -266,7 +266,7 @@ def test_gpu_a_new_key_inside_graph_capture_is_not_timed_and_replays_right(monke
     from rust_kernels import ops
 
     monkeypatch.setattr(tuning, "gpu", REAL_GPU)
-    monkeypatch.setattr(tuning, "_capturing", REAL_CAPTURING)
+    monkeypatch.setattr(tuning, "capturing", REAL_CAPTURING)
     x = torch.randn(8, 24, 7, 9, device="cuda")
     dy = torch.randn_like(x)
     weight = torch.rand(24, device="cuda") + 0.5

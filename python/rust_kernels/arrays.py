@@ -3,6 +3,8 @@ arrays are used as they are (both share the primary context); NumPy arrays serve
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -158,3 +160,28 @@ def zeros(like: Any, shape: int | tuple[int, ...], dtype: str) -> Any:
 
     with cupy.cuda.Device(device_of(like)):
         return cupy.zeros(shape, TYPES[dtype].numpy_dtype())
+
+
+def kept_zeros(like: Any, length: int, dtype: str, stream: int) -> Any:
+    """zeros(like, length, dtype) for memory kept between calls (workspaces), zeroed in `stream`'s order. torch's
+    comes from its default pool even while this thread allocates to a CUDA graph's private pool: the warm-up of
+    torch.compile's reduce-overhead mode sends all of a thread's allocations there and refuses live memory in the
+    pool that no output holds. While `stream` is being captured, the graph's pool is where it belongs."""
+    from rust_kernels.driver import capturing
+
+    if not (is_torch(like) and like.is_cuda) or capturing(stream):
+        return zeros(like, length, dtype)
+    return _allocator().submit(_torch_zeros_on, like.device, length, dtype, stream).result()
+
+
+@cache
+def _allocator() -> ThreadPoolExecutor:
+    """A thread of our own: torch's allocator routes to a graph's private pool by thread."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="rust_kernels-allocator")
+
+
+def _torch_zeros_on(device: Any, length: int, dtype: str, stream: int) -> Any:
+    import torch
+
+    with torch.cuda.device(device), torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
+        return torch.zeros(length, dtype=torch_dtype(dtype), device=device)

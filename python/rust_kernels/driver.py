@@ -144,6 +144,13 @@ def max_shared_per_block(device: int) -> int:
     return int(check(driver.cuDeviceGetAttribute(attr, handle), "max shared memory per block"))
 
 
+def capturing(stream: int) -> bool:
+    """Whether `stream` is being captured into a CUDA graph."""
+    driver = driver_module()
+    status = check(driver.cuStreamIsCapturing(driver.CUstream(stream)), "cuStreamIsCapturing")
+    return bool(status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
+
 def current_stream(device: int, like: Any) -> int:
     """The stream a launch goes to when none is given: the current stream of `like`'s array library on `device`
     (PyTorch's, CuPy's), else the legacy default stream. That is where the library's own kernels run, so ordering,

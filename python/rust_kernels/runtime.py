@@ -435,9 +435,10 @@ def _stream(backend: str, device: int, like: Any, stream: Any) -> int:
     return driver.current_stream(device, like) if stream is None else driver.stream_handle(stream)
 
 
-# Workspaces per (plan's first kernel instance, library, device, stream, name, dtype): each grown to the longest
-# asked for.
+# Workspaces per (plan's first kernel instance, library, device, stream, name, dtype): each grown to a power of two
+# at least the longest asked for. Outgrown ones are kept too: a CUDA graph that captured one still writes it.
 _workspaces: dict[tuple, Any] = {}
+_outgrown: list[Any] = []
 
 
 def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream: int) -> Any:
@@ -446,7 +447,10 @@ def _workspace(like: Any, kernel: Kernel, space: Workspace, device: int, stream:
     key = (kernel, type(like).__module__, device, stream, space.name, space.dtype)
     held = _workspaces.get(key)
     if held is None or held.shape[0] < space.length:
-        held = _workspaces[key] = arrays.zeros(like, space.length, space.dtype)
+        if held is not None:
+            _outgrown.append(held)
+        length = 1 << max(space.length - 1, 0).bit_length()
+        held = _workspaces[key] = arrays.kept_zeros(like, length, space.dtype, stream)
     return held
 
 

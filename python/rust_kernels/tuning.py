@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from rust_kernels import cache as kcache
 from rust_kernels import config, driver, progress
+from rust_kernels.driver import capturing
 
 if TYPE_CHECKING:  # the runtime imports this module
     from rust_kernels.runtime import Placement, Plan, Problem
@@ -217,7 +218,7 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
     names = [entry_name(tuning_key, p, info.arch) for p in candidates]
     known = [lookup(info, n, fresh=setting == "force") for n in names]
     missing = [i for i, e in enumerate(known) if e is None]
-    if missing and not _capturing(stream):
+    if missing and not capturing(stream):
         timing = _timing_stream(device, stream)
         with _timing_lock:
             results = time_plans([candidates[i] for i in missing], launcher(timing), timing, info)
@@ -243,12 +244,6 @@ def forget() -> None:
     _chosen.clear()
     timed.clear()
     issued_directly = 0
-
-
-def _capturing(stream: int) -> bool:
-    drv = driver.driver_module()
-    status = driver.check(drv.cuStreamIsCapturing(drv.CUstream(stream)), "cuStreamIsCapturing")
-    return bool(status != drv.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
 
 
 # One key timed at a time in a process: threads tuning at once would share the tuner's stream (one capture at a
