@@ -79,34 +79,42 @@ def _steps(module: Any, sizes: tuple[int, ...], rank: int, layout: str) -> dict[
     return out
 
 
-def _rank(rank: int, sizes: tuple[int, ...], momentum: float | None, store: str, results: str) -> None:
-    """One rank (a spawned process): its steps in both layouts, saved for the test to compare."""
+def _rank(rank: int, sizes: tuple[int, ...], momentum: float | None, store: str, results: str, compiled: bool
+          ) -> None:  # fmt: skip
+    """One rank (a spawned process): its steps in both layouts (`compiled`: the module under torch.compile, whole
+    graphs), saved for the test to compare."""
     world = len(sizes)
     timeout = datetime.timedelta(seconds=120)  # a rank left waiting fails the test rather than hanging it
     dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world, timeout=timeout)
     try:
-        out = {layout: _steps(_module(rk_torch.SyncBatchNorm, momentum), sizes, rank, layout) for layout in FORMATS}
+        out = {}
+        for layout in FORMATS:
+            module = _module(rk_torch.SyncBatchNorm, momentum)
+            if compiled:  # aot_eager: dynamo, the operators' fakes and AOT autograd, no C++ compiler needed
+                module = torch.compile(module, fullgraph=True, backend="aot_eager")
+            out[layout] = _steps(module, sizes, rank, layout)
         torch.save(out, Path(results) / f"{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
-def _spawn(tmp_path: Path, sizes: tuple[int, ...], momentum: float | None) -> list[dict[str, Any]]:
-    mp.spawn(_rank, args=(sizes, momentum, str(tmp_path / "store"), str(tmp_path)), nprocs=len(sizes))
+def _spawn(tmp_path: Path, sizes: tuple[int, ...], momentum: float | None, compiled: bool) -> list[dict[str, Any]]:
+    mp.spawn(_rank, args=(sizes, momentum, str(tmp_path / "store"), str(tmp_path), compiled), nprocs=len(sizes))
     return [torch.load(tmp_path / f"{rank}.pt") for rank in range(len(sizes))]
 
 
 @pytest.mark.parametrize(
-    ("sizes", "momentum"),
-    [((3, 5), 0.1), ((2, 0, 3), None)],
-    ids=["2 ranks, uneven", "3 ranks, one empty, momentum=None"],
+    ("sizes", "momentum", "compiled"),
+    [((3, 5), 0.1, False), ((2, 0, 3), None, False), ((3, 5), 0.1, True)],
+    ids=["2 ranks, uneven", "3 ranks, one empty, momentum=None", "2 ranks, uneven, torch.compile fullgraph"],
 )
-def test_ranks_normalise_the_whole_batch_as_single_process_batch_norm(tmp_path, sizes, momentum):
+def test_ranks_normalise_the_whole_batch_as_single_process_batch_norm(tmp_path, sizes, momentum, compiled):
     """Each rank's y and dx are its slice of float64 batch norm's over the concatenated batch (both steps, both
     layouts), its dweight and dbias sum over the ranks to the single-process ones, the running statistics (unbiased
     variance; momentum=None the cumulative average) and num_batches_tracked are the single-process ones on every
-    rank, and eval mode normalises each rank's part with them."""
-    ranks = _spawn(tmp_path, sizes, momentum)
+    rank, and eval mode normalises each rank's part with them. Compiled, the collectives and the ops' operators are
+    traced into one graph per step."""
+    ranks = _spawn(tmp_path, sizes, momentum, compiled)
     starts = [sum(sizes[:r]) for r in range(len(sizes) + 1)]
     for layout in FORMATS:
         want = _steps(_module(torch.nn.BatchNorm2d, momentum), sizes, None, layout)
@@ -153,6 +161,25 @@ def test_one_rank_normalises_its_own_batch_as_torchs_does(monkeypatch, group):
     assert forward.NATIVE in called and sync.MOMENTS not in called
     for name, want in theirs.items():
         torch.testing.assert_close(ours[name], want)
+
+
+@pytest.mark.parametrize("batch", [3, 0], ids=["a part", "an empty part"])
+def test_the_per_rank_ops_are_torch_operators_passing_opcheck(batch):
+    """What torch.compile traces a synchronised step into: the four per-rank ops as operators (schema, fake,
+    dispatch), both layouts, an empty part of the batch too."""
+    ops = torch.ops.rust_kernels
+    generator = torch.Generator().manual_seed(3)
+    weight, bias = _parameters()
+    for layout in FORMATS.values():
+        x, dy = (torch.randn(batch, C, H, W, generator=generator, dtype=torch.float64).contiguous(memory_format=layout)
+                 for _ in range(2))  # fmt: skip
+        mean = torch.randn(C, generator=generator, dtype=torch.float64)
+        invstd = torch.rand(C, generator=generator, dtype=torch.float64) + 0.5
+        torch.library.opcheck(ops.batch_norm_2d_moments, (x,))
+        torch.library.opcheck(ops.batch_norm_2d_normalize, (x, weight, bias, mean, invstd))
+        torch.library.opcheck(ops.batch_norm_2d_backward_sums, (dy, x, weight, mean, invstd))
+        sums = torch.randn(C, 2, generator=generator, dtype=torch.float64)
+        torch.library.opcheck(ops.batch_norm_2d_backward_dx, (dy, x, weight, mean, invstd, sums))
 
 
 def test_convert_sync_batchnorm_gives_ours_with_torchs_state():

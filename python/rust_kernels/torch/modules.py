@@ -263,6 +263,12 @@ def _update(running: Tensor | None, value: Tensor, momentum: float | Tensor) -> 
         running.copy_(running.to(value.dtype) * (1 - momentum) + value * momentum)
 
 
+def _sync(op: Op, *tensors: Tensor) -> Any:
+    """A SyncBatchNorm op: its kernels directly where run eagerly, else (torch.compile tracing the Function) its
+    operator."""
+    return call(op, *tensors) if _eager(tensors) else getattr(_ops, op.name)(*tensors)
+
+
 class _SyncBatchNorm2d(torch.autograd.Function):
     """A SyncBatchNorm training step over the ranks of `group` on our kernels (sync.py's ops), as torch's: this
     rank's (mean, M2, count) -> one all_gather -> the merged statistics (the running ones updated: unbiased variance)
@@ -272,7 +278,7 @@ class _SyncBatchNorm2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor | None,
                 running_var: Tensor | None, momentum: float | Tensor, eps: float, group: Any) -> Tensor:  # fmt: skip
-        mean, m2 = call(sync.MOMENTS, x)
+        mean, m2 = _sync(sync.MOMENTS, x)
         channels = x.shape[1]
         count = torch.full((1,), x.numel() // channels, dtype=mean.dtype, device=mean.device)
         gathered = torch.empty(dist.get_world_size(group) * (2 * channels + 1), dtype=mean.dtype, device=mean.device)
@@ -283,18 +289,18 @@ class _SyncBatchNorm2d(torch.autograd.Function):
         _update(running_var, m2 / (total - 1), momentum)
         ctx.save_for_backward(x, weight, mean, invstd, total)
         ctx.group = group
-        return call(sync.NORMALIZE, x, weight, bias, mean, invstd)  # type: ignore[no-any-return]
+        return _sync(sync.NORMALIZE, x, weight, bias, mean, invstd)  # type: ignore[no-any-return]
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
         x, weight, mean, invstd, total = ctx.saved_tensors
         dy = _in_format(dy, x)
-        dweight, dbias, sums = call(sync.BACKWARD_SUMS, dy, x, weight, mean, invstd)
+        dweight, dbias, sums = _sync(sync.BACKWARD_SUMS, dy, x, weight, mean, invstd)
         dx = None
         if ctx.needs_input_grad[0]:  # as torch's: the ranks meet where x needs its gradient
             dist.all_reduce(sums, group=ctx.group)
-            dx = call(sync.BACKWARD_DX, dy, x, weight, mean, invstd, sums / total)
+            dx = _sync(sync.BACKWARD_DX, dy, x, weight, mean, invstd, sums / total)
         need = ctx.needs_input_grad
         return dx, dweight if need[1] else None, dbias if need[2] else None, None, None, None, None, None
 
@@ -305,7 +311,8 @@ class SyncBatchNorm(_OurNormalization, torch.nn.SyncBatchNorm):
     normalises with the statistics of the whole batch, every rank's part (uneven or empty parts alike): this rank's
     per-channel (count, mean, M2) gathered in one collective and merged, and in the backward one all_reduce of the
     per-channel sums; torch.distributed's collectives (NCCL on GPUs, gloo on the CPU, which torch's own
-    SyncBatchNorm refuses), no host synchronisation (CUDA graphs capture a step). Each rank's dweight and dbias are
+    SyncBatchNorm refuses), no host synchronisation (CUDA graphs capture a step), traced whole by torch.compile (the
+    per-rank ops as operators, the collectives as functional ones). Each rank's dweight and dbias are
     its own part's, as torch's (DDP reduces them). Otherwise (eval mode, no process group, one rank) it normalises
     as rust_kernels.torch.BatchNorm2d does, with no communication, and torch's implementation runs other ranks of
     input."""

@@ -117,7 +117,7 @@ def _op(name: str, doc: str, inputs: tuple[Input, ...], outputs: tuple[Output, .
     choose, candidates = _plans(kind)
     return Op(name=name, doc=doc, inputs=inputs, scalars=(), outputs=outputs, describe=describe, choose=choose,
               candidates=candidates, kernels=(kind,), aligned=aligned, orders=_orders,
-              fits=training.layout_fits)  # fmt: skip
+              fits=training.layout_fits, torch=True)  # fmt: skip
 
 
 def _describe(name: str, same: tuple[str, ...], per_channel: tuple[str, ...], saved: tuple[str, ...]) -> Describe:
