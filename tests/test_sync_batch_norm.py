@@ -257,8 +257,8 @@ def test_gpu_synchronised_step_on_one_rank_matches_batch_norm_and_is_captured_by
 
 def test_the_two_gpu_script_checks_ours_on_gloo_without_gpus(tmp_path):
     """scripts/sync_batch_norm_2gpu.py, the multi-GPU run (torchrun, one process per GPU), without GPUs: two gloo
-    ranks check ours against float64 batch norm in every cell it can run on the CPU, and it names what it did not
-    run."""
+    ranks check ours, eager and compiled, against float64 batch norm in every cell it can run on the CPU, and it
+    names what it did not run."""
     script = Path(__file__).parents[1] / "scripts" / "sync_batch_norm_2gpu.py"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
                "--out", str(tmp_path)]  # fmt: skip
@@ -268,4 +268,4 @@ def test_the_two_gpu_script_checks_ours_on_gloo_without_gpus(tmp_path):
     results = json.loads((tmp_path / "sync.json").read_text())
     assert (results["backend"], results["world"]) == ("gloo", 2) and "GPU" in results["not_run"]
     cells = results["correctness"]  # (3, 5) and (0, 8) ranks' parts, 2 layouts, 6 quantities
-    assert len(cells) == 24 and all(c["passed"] and c["ours_err"] < 1e-5 for c in cells), cells
+    assert len(cells) == 24 and all(c["passed"] and max(c["ours_err"], c["compiled_err"]) < 1e-5 for c in cells), cells
