@@ -215,18 +215,40 @@ def test_the_eager_path_gives_the_operators_results_and_gradients(monkeypatch):
         assert direct == want_direct  # (the operators run the torch-native signatures, batch_norm_2d_forward, ...)
         for a, b in zip(ours, theirs, strict=True):
             assert (a.grad is None) == (b.grad is None) and (a.grad is None or torch.equal(a.grad, b.grad))
-    (x,) = leaves(t, "x")
-    y = rk_torch.batch_norm_2d(x, t["running_mean"], t["running_var"], t["weight"], t["bias"], eps=EPS)
-    (dx,) = torch.autograd.grad(y, x, t["dy"], create_graph=True)
-    with pytest.raises(NotImplementedError, match="double backward is not implemented"):  # as the operators'
-        dx.sum().backward()
 
 
-def test_double_backward_is_refused():
+def _statistics(t):
+    return t["running_mean"].clone(), t["running_var"].clone()
+
+
+# What a create_graph backward differentiates: (x, weight, bias) -> y, statistics fresh for each call.
+SECOND_ORDER = {
+    "operator, training": lambda t: lambda x, w, b: OPS.batch_norm_2d_forward(x, w, b, *_statistics(t), True)[0],
+    "operator, silu": lambda t: (
+        lambda x, w, b: OPS.batch_norm_2d_act_forward(x, w, b, *_statistics(t), 0.1, EPS, "silu")[0]
+    ),
+    "eager, training": lambda t: lambda x, w, b: rk_torch.batch_norm_2d(x, *_statistics(t), w, b, True),
+    "eager, eval": lambda t: lambda x, w, b: rk_torch.batch_norm_2d(x, *_statistics(t), w, b),
+    "eager, silu": lambda t: lambda x, w, b: rk_torch.batch_norm_act_2d(x, *_statistics(t), w, b, act="silu"),
+    "eager, add + relu": lambda t: lambda x, w, b: rk_torch.batch_norm_add_relu_2d(x, t["dy"], *_statistics(t), w, b),
+}
+
+
+LAYOUTS = [torch.contiguous_format, torch.channels_last] * 3  # each form in one memory format, both covered
+
+
+@pytest.mark.parametrize(("name", "memory_format"), list(zip(SECOND_ORDER, LAYOUTS, strict=True)))
+def test_double_backward_passes_gradgradcheck(name, memory_format):
+    """create_graph=True (a gradient penalty, MAML): the operators and the eager modules, in training and eval mode,
+    and the fused activation and residual forms, give the second derivatives of our forward (gradgradcheck, f64)."""
+    t = tensors((2, 2, 2, 3), "f64", memory_format=memory_format)
+    assert torch.autograd.gradgradcheck(SECOND_ORDER[name](t), tuple(leaves(t, "x", "weight", "bias")))
+
+
+def test_a_backward_operator_called_itself_refuses_double_backward():
     t = tensors((2, 3, 5, 7), "f32")
-    (x,) = leaves(t, "x")
-    y = OPS.batch_norm_2d_forward(x, t["weight"], t["bias"], t["running_mean"], t["running_var"])[0]
-    (dx,) = torch.autograd.grad(y, x, t["dy"], create_graph=True)
+    (dy,) = leaves(t, "dy")
+    dx = OPS.batch_norm_2d_backward(dy, t["x"], t["weight"], t["running_mean"], t["running_var"], None, None, False)[0]
     with pytest.raises(NotImplementedError, match="double backward is not implemented"):
         dx.sum().backward()
 

@@ -11,8 +11,10 @@ every op declared with `torch=True` becomes `torch.ops.rust_kernels.<name>` with
 - a fake kernel (torch.compile, export, the meta device): the op's own checks and allocation rule, no launch, so a
   traced call is refused exactly where a real one would be;
 - autograd from the declared pairing (`Gradient`): the backward op's arguments found by name among the forward's
-  inputs, outputs and scalars; a backward op refuses double backward; forward-mode AD (a dual tensor's tangent) is
-  refused with an error naming the op, never dropped.
+  inputs, outputs and scalars. A backward that records a graph (create_graph=True) runs the backward op's
+  differentiable form in torch's ops where `differentiable.BACKWARDS` has one (BatchNorm2d's), so double backward
+  works; a backward op called itself refuses double backward; forward-mode AD (a dual tensor's tangent) is refused
+  with an error naming the op, never dropped.
 
 Inputs are made dense first: contiguous (a copy for slices, the expanded gradient of a `sum()`), or in another memory
 order where the op reads it (`Op.orders`: channels_last) and an input is in it; lazily negated or conjugated views
@@ -33,6 +35,7 @@ from torch.autograd import forward_ad
 from rust_kernels import arrays, registry
 from rust_kernels.errors import ArgumentError
 from rust_kernels.runtime import Op
+from rust_kernels.torch.differentiable import BACKWARDS
 
 NAMESPACE = "rust_kernels"
 _LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")  # kept alive: the registrations live as long as it does
@@ -218,7 +221,9 @@ def _autograd(op: Op, backward: Op) -> tuple[Callable[..., Any], Callable[..., A
         by_name = dict(zip(saved, ctx.saved_tensors, strict=True)) | ctx.mutated | upstream
         args = [by_name[i.name] for i in backward.inputs]
         args += [ctx.scalars.get(s.name, s.default) for s in backward.scalars]
-        out = getattr(torch.ops.rust_kernels, backward.name)(*args)
+        differentiable = BACKWARDS.get(backward.name) if torch.is_grad_enabled() else None
+        # create_graph: torch's differentiable maths where there is one, so that double backward works
+        out = (differentiable or getattr(torch.ops.rust_kernels, backward.name))(*args)
         out = out if isinstance(out, tuple) else (out,)
         for name, value in zip((o.name for o in backward.outputs), out, strict=True):
             if name in given:

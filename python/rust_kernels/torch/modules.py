@@ -24,6 +24,7 @@ from rust_kernels.errors import RustKernelsError
 from rust_kernels.families.batch_norm import activation, backward, forward, sync
 from rust_kernels.families.batch_norm import residual as add_relu
 from rust_kernels.runtime import Op
+from rust_kernels.torch import differentiable
 from rust_kernels.torch.library import call
 
 Tensor = torch.Tensor
@@ -101,8 +102,8 @@ class _EagerBatchNorm2d(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
         need = ctx.needs_input_grad[:3]  # x, weight, bias; running statistics and eps get none
-        if torch.is_grad_enabled():  # create_graph: the operator, so that double backward is refused as it refuses
-            out = _ops.batch_norm_2d_backward(dy, *ctx.saved_tensors, None, None, False, ctx.eps)
+        if torch.is_grad_enabled():  # create_graph: torch's differentiable maths, so that double backward works
+            out = differentiable.batch_norm_2d_backward(dy, *ctx.saved_tensors, None, None, False, ctx.eps)
         else:
             out = _backward(dy, *ctx.saved_tensors, ctx.eps)
         return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None)
@@ -131,9 +132,12 @@ class _EagerTrainingBatchNorm2d(torch.autograd.Function):
 
 def _gradients(ctx: Any, op: Op, tensors: tuple[Tensor, ...], scalars: tuple[Any, ...]) -> tuple[Tensor | None, ...]:
     """A training-mode Function's backward: backward op `op`'s outputs, each the gradient of the forward's argument
-    at its position (None where that one needs none). While a graph of the backward is recorded (create_graph), the
-    operator, which refuses double backward; else the op's kernels directly."""
-    out = getattr(_ops, op.name)(*tensors, *scalars) if torch.is_grad_enabled() else call(op, *tensors, *scalars)
+    at its position (None where that one needs none). While a graph of the backward is recorded (create_graph),
+    torch's differentiable maths (double backward then works); else the op's kernels directly."""
+    if torch.is_grad_enabled():
+        out = differentiable.BACKWARDS[op.name](*tensors, *scalars)
+    else:
+        out = call(op, *tensors, *scalars)
     need = ctx.needs_input_grad[: len(out)]
     return tuple(g if n else None for g, n in zip(out, need, strict=True))
 
