@@ -359,6 +359,25 @@ def test_gpu_training_is_bit_identical_run_to_run_and_captured_by_cuda_graphs():
     assert torch.equal(out, direct) and not torch.equal(before, module.running_mean)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
+def test_gradient_penalty_matches_torchs(device, memory_format):
+    """Double backward (f32): a gradient penalty ||dL/dx||^2 through a converted fused BN + ReLU and a plain BN,
+    differentiated again, gives torch's gradients for the parameters and the input."""
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.BatchNorm2d(8)).to(device)
+    ours = rk_torch.convert(copy.deepcopy(model), fuse=True)
+    data = torch.randn(4, 8, 6, 5, device=device).contiguous(memory_format=memory_format)
+    grads = []
+    for side in (model, ours):
+        x = data.clone().requires_grad_()
+        (dx,) = torch.autograd.grad(side(x).square().sum(), x, create_graph=True)
+        dx.square().sum().backward()
+        grads.append([x.grad, *(p.grad for p in side.parameters())])
+    for got, want in zip(grads[1], grads[0], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.gpu
 def test_gpu_training_compiles_fullgraph_with_inductor():
     torch._dynamo.reset()
