@@ -359,6 +359,47 @@ def test_gpu_training_is_bit_identical_run_to_run_and_captured_by_cuda_graphs():
     assert torch.equal(out, direct) and not torch.equal(before, module.running_mean)
 
 
+F = torch.nn.functional
+# Training-mode forms, ours and torch's: (x, residual, weight, bias, running statistics) -> y.
+TANGENT_FORMS = {
+    "batch norm": (lambda x, r, w, b, s: rk_torch.batch_norm_2d(x, *s, w, b, True),
+                   lambda x, r, w, b, s: F.batch_norm(x, *s, w, b, True)),
+    "+ silu": (lambda x, r, w, b, s: rk_torch.batch_norm_act_2d(x, *s, w, b, act="silu"),
+               lambda x, r, w, b, s: F.silu(F.batch_norm(x, *s, w, b, True))),
+    "+ relu6": (lambda x, r, w, b, s: rk_torch.batch_norm_act_2d(x, *s, w, b, act="relu6"),
+                lambda x, r, w, b, s: F.relu6(F.batch_norm(x, *s, w, b, True))),
+    "+ residual, relu": (lambda x, r, w, b, s: rk_torch.batch_norm_add_relu_2d(x, r, *s, w, b),
+                         lambda x, r, w, b, s: torch.relu(F.batch_norm(x, *s, w, b, True) + r)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
+def test_forward_mode_ad_in_training_mode_gives_torchs_tangents(memory_format):
+    """Dual tensors (torch.autograd.forward_ad) through each training form: y and its tangent along x, the
+    residual, weight and bias (the batch statistics moving with x) are torch's (f64)."""
+    from torch.autograd import forward_ad
+
+    generator = torch.Generator().manual_seed(4)
+
+    def draw(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    activations = [draw(3, 4, 3, 5).contiguous(memory_format=memory_format) for _ in range(2)]
+    primals = [*activations, draw(4).abs() + 0.5, draw(4)]
+    tangents = [torch.randn_like(p) for p in primals]
+    for name, forms in TANGENT_FORMS.items():
+        got = []
+        for form in forms:
+            statistics = (torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64))
+            with forward_ad.dual_level():
+                duals = [forward_ad.make_dual(p, t) for p, t in zip(primals, tangents, strict=True)]
+                got.append(forward_ad.unpack_dual(form(*duals, statistics)))
+        (ours, theirs) = got
+        assert ours.tangent is not None and ours.tangent.is_contiguous(memory_format=memory_format), name
+        torch.testing.assert_close(ours.primal, theirs.primal, msg=name)
+        torch.testing.assert_close(ours.tangent, theirs.tangent, msg=name)
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
 def test_gradient_penalty_matches_torchs(device, memory_format):

@@ -1,6 +1,7 @@
 """The BatchNorm2d backward ops as torch's differentiable maths, for a backward that records a graph
 (create_graph=True: a gradient penalty, MAML's inner steps): the gradients then come from torch's own ops, whose
-derivatives (double backward and on) torch knows. Every backward that records no graph runs our kernels.
+derivatives (double backward and on) torch knows. Every backward that records no graph runs our kernels. And the
+training forward's tangent (forward-mode AD) in torch's ops, from what our forward saved.
 
 Each function takes its backward op's arguments in the op's order and returns its outputs. The training-mode
 gradient goes through aten's native_batch_norm_backward, whose derivative treats the batch statistics as functions of
@@ -61,6 +62,31 @@ def batch_norm_2d_add_relu_backward(dy: Tensor, y: Tensor, x: Tensor, weight: Te
     dresidual = dy * (y > 0)
     dx, dweight, dbias = batch_norm_2d_backward(dresidual, x, weight, None, None, save_mean, save_invstd, True, eps)
     return dx, dresidual, dweight, dbias
+
+
+def training_tangent(x: Tensor, weight: Tensor, bias: Tensor, save_mean: Tensor, save_invstd: Tensor,
+                     dx: Tensor | None, dweight: Tensor | None, dbias: Tensor | None
+                     ) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """(z, dz): z = BN(x) in training mode and its tangent along (dx, dweight, dbias) (None: zero), in the
+    accumulation type. The batch statistics move with x: dmean = mean(dx), dinvstd = -invstd^3 * mean((x - mean) *
+    dx) per channel."""
+    acc = save_mean.dtype
+    xmu, invstd, w = x.to(acc) - _channel(save_mean), _channel(save_invstd), _channel(weight.to(acc))
+    z = xmu * invstd * w + _channel(bias.to(acc))
+    dz = torch.zeros_like(z)
+    if dx is not None:
+        dx = dx.to(acc)
+        dinvstd = -(invstd**3) * (xmu * dx).mean(dim=(0, 2, 3), keepdim=True)
+        dz = dz + ((dx - dx.mean(dim=(0, 2, 3), keepdim=True)) * invstd + xmu * dinvstd) * w
+    if dweight is not None:
+        dz = dz + xmu * invstd * _channel(dweight.to(acc))
+    if dbias is not None:
+        dz = dz + _channel(dbias.to(acc))
+    return z, dz
+
+
+def activation_tangent(activation: str, z: Tensor, dz: Tensor) -> Tensor:
+    return _ACTIVATION_GRADIENTS[activation](z) * dz
 
 
 BACKWARDS: dict[str, Callable[..., Any]] = {

@@ -109,6 +109,12 @@ class _EagerBatchNorm2d(torch.autograd.Function):
         return (*(g if n else None for g, n in zip(out, need, strict=True)), None, None, None)
 
 
+def _keep_for_tangent(ctx: Any, *primals: Tensor) -> None:
+    """What a training Function's jvp reads (x, weight, bias, save_mean, save_invstd), kept only where forward-mode
+    AD is on: its tangent is computed from them in torch's ops (differentiable.training_tangent)."""
+    ctx.primals = primals if forward_ad._current_level >= 0 else None
+
+
 class _EagerTrainingBatchNorm2d(torch.autograd.Function):
     """Training mode's eager path: the torch-native forward and backward ops' kernels (batch statistics; the running
     statistics updated in place) under a plain autograd.Function."""
@@ -120,7 +126,13 @@ class _EagerTrainingBatchNorm2d(torch.autograd.Function):
         ctx.save_for_backward(x, weight, save_mean, save_invstd)
         ctx.statistics = (running_mean, running_var)  # not read by the backward: shapes only, and never saved
         ctx.eps = eps
+        _keep_for_tangent(ctx, x, weight, bias, save_mean, save_invstd)
         return y
+
+    @staticmethod
+    def jvp(ctx: Any, dx: Tensor | None, dweight: Tensor | None, dbias: Tensor | None, *_: Any) -> Tensor:
+        x = ctx.primals[0]
+        return differentiable.training_tangent(*ctx.primals, dx, dweight, dbias)[1].to(x.dtype)
 
     @staticmethod
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
@@ -175,10 +187,7 @@ def batch_norm_2d(
     if _eager(tensors):
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
         if training:
-            if forward_ad._current_level >= 0:
-                raise NotImplementedError("rust_kernels.torch.batch_norm_2d: forward-mode AD in training mode is not "
-                                          "implemented")  # fmt: skip
-            if needs_grad:
+            if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries tangents
                 return _EagerTrainingBatchNorm2d.apply(*tensors, momentum, eps)
             return _training_forward(*tensors, momentum, eps)[0]
         if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries their tangents
@@ -365,7 +374,13 @@ class _EagerFusedBatchNorm2d(torch.autograd.Function):
                                          eps, act)  # fmt: skip
         ctx.save_for_backward(x, weight, bias, save_mean, save_invstd)
         ctx.eps, ctx.act = eps, act
+        _keep_for_tangent(ctx, x, weight, bias, save_mean, save_invstd)
         return y  # type: ignore[no-any-return]
+
+    @staticmethod
+    def jvp(ctx: Any, dx: Tensor | None, dweight: Tensor | None, dbias: Tensor | None, *_: Any) -> Tensor:
+        z, dz = differentiable.training_tangent(*ctx.primals, dx, dweight, dbias)
+        return differentiable.activation_tangent(ctx.act, z, dz).to(ctx.primals[0].dtype)
 
     @staticmethod
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
@@ -385,8 +400,9 @@ def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weig
     if bias is None:
         bias = torch.zeros_like(running_mean)
     tensors = (x, weight, bias, running_mean, running_var)
-    if _eager(tensors) and forward_ad._current_level < 0:
-        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+    if _eager(tensors):
+        needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+        if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries tangents
             return _EagerFusedBatchNorm2d.apply(*tensors, momentum, eps, act)  # type: ignore[no-any-return]
         return call(activation.FORWARD, *tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
     return _ops.batch_norm_2d_act_forward(*tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
@@ -403,7 +419,17 @@ class _EagerResidualBatchNorm2d(torch.autograd.Function):
                                          momentum, eps)  # fmt: skip
         ctx.save_for_backward(y, x, weight, save_mean, save_invstd)
         ctx.eps = eps
+        _keep_for_tangent(ctx, x, weight, bias, save_mean, save_invstd)
+        ctx.y = y if forward_ad._current_level >= 0 else None
         return y  # type: ignore[no-any-return]
+
+    @staticmethod
+    def jvp(ctx: Any, dx: Tensor | None, dresidual: Tensor | None, dweight: Tensor | None, dbias: Tensor | None,
+            *_: Any) -> Tensor:  # fmt: skip
+        dz = differentiable.training_tangent(*ctx.primals, dx, dweight, dbias)[1]
+        if dresidual is not None:
+            dz = dz + dresidual.to(dz.dtype)
+        return ((ctx.y > 0) * dz).to(ctx.y.dtype)  # type: ignore[no-any-return]
 
     @staticmethod
     def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
@@ -425,8 +451,8 @@ def batch_norm_add_relu_2d(x: Tensor, residual: Tensor, running_mean: Tensor, ru
     if bias is None:
         bias = torch.zeros_like(running_mean)
     tensors = (x, residual, weight, bias, running_mean, running_var)
-    if _eager(tensors) and forward_ad._current_level < 0:
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors[:4]):
+    if _eager(tensors):
+        if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors[:4])) or forward_ad._current_level >= 0:
             return _EagerResidualBatchNorm2d.apply(*tensors, momentum, eps)  # type: ignore[no-any-return]
         return call(add_relu.FORWARD, *tensors, momentum, eps)[0]  # type: ignore[no-any-return]
     return _ops.batch_norm_2d_add_relu_forward(*tensors, momentum, eps)[0]  # type: ignore[no-any-return]
