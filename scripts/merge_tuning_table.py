@@ -7,6 +7,12 @@ mode, every activation, deterministic or not). Needs no GPU; prints what it kept
 
     python scripts/merge_tuning_table.py [EXPORTED.json.gz ...]   # merge into, and prune, the H200 table
     python scripts/merge_tuning_table.py --fresh EXPORTED.json.gz ...   # the exports alone replace its entries
+    python scripts/merge_tuning_table.py --carry-from REV   # keep the timings of kernels whose PTX did not change
+
+--carry-from is for a change to sources every kernel's key includes (cuda_std, the crate templates): each entry
+named under commit REV's sources is named anew where every kernel of its plan builds to the same PTX as it did at
+REV. REV's PTX is read from the build cache (where building at REV left it: `bash scripts/build_wheel.sh` there);
+today's is built. An entry whose kernels changed, or whose REV PTX is not in the cache, is dropped.
 
 --fresh is for timings the tuner took wrongly before (12-02: host time inside the spans of calls on the legacy default
 stream): the table keeps none of its entries, only the exports' (re-timed with `tune --force`).
@@ -19,20 +25,27 @@ import collections
 import gzip
 import itertools
 import json
+import os
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 import numpy as np  # noqa: E402
 
-from rust_kernels import registry, tuning  # noqa: E402
+from rust_kernels import builder, registry, tuning  # noqa: E402
+from rust_kernels import cache as kcache  # noqa: E402
 from rust_kernels.bench.tune import write_table  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
 from rust_kernels.families.batch_norm import common  # noqa: E402
-from rust_kernels.runtime import Placement  # noqa: E402
+from rust_kernels.kernels import Kernel  # noqa: E402
+from rust_kernels.runtime import Placement, Plan  # noqa: E402
 
 TABLE = ROOT / "python" / "rust_kernels" / "tables" / "nvidia-h200-132sm.json.gz"
 # The scalars whose values give an op other candidates; every other scalar keeps its default.
@@ -47,13 +60,17 @@ def read(path: Path) -> dict[str, Any]:
 
 def current_names(key: str, gpu: tuning.Gpu) -> set[str]:
     """The entry names every op's candidates have for tuning key `key` (shape, dtype key, order, alignment, GPU)."""
+    return {tuning.entry_name(key, plan, gpu.arch) for plan in candidate_plans(key, gpu)}
+
+
+def candidate_plans(key: str, gpu: tuning.Gpu) -> Iterator[Plan]:
+    """Every op's candidate plans for tuning key `key`."""
     shape, dtype_key, order, alignment, _, sms = json.loads(key)
     storage, param = common.split_key(dtype_key)
     b, c, h, w = shape
     big = np.zeros((b, h, w, c), DTYPES[storage].numpy_dtype()).transpose(0, 3, 1, 2) if order else \
         np.zeros((b, c, h, w), DTYPES[storage].numpy_dtype())  # fmt: skip
     placement = Placement(alignment, sms)
-    names: set[str] = set()
     for op in registry.ops():
         if op.candidates is None:
             continue
@@ -65,8 +82,56 @@ def current_names(key: str, gpu: tuning.Gpu) -> set[str]:
             except Exception:  # an op that does not take these arrays (another rank, mode or layout)
                 continue
             if tuning.key(problem, placement, gpu) == key:
-                names.update(tuning.entry_name(key, plan, gpu.arch) for plan in op.candidates(problem, placement))
-    return names
+                yield from op.candidates(problem, placement)
+
+
+def digest_at(rev: str, arch: str) -> str:
+    """The digest of the sources every kernel's key includes, as commit `rev`'s own code computes it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
+                       capture_output=True)  # fmt: skip
+        try:
+            code = "import sys; from rust_kernels import builder; print(builder._tree_digest(sys.argv[1]))"
+            env = {**os.environ, "PYTHONPATH": str(tree / "python")}
+            done = subprocess.run([sys.executable, "-c", code, arch], env=env, check=True, capture_output=True,
+                                  text=True, cwd=tmp)  # fmt: skip
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
+    return done.stdout.strip()
+
+
+def carry(table: dict[str, Any], rev: str, arch: str = "sm_90") -> tuple[int, int]:
+    """Names anew the entries named under commit `rev`'s sources whose kernels all build to the PTX they built to at
+    `rev`. Returns (carried, not carried: a kernel's PTX changed or was not in the cache)."""
+    gpu = tuning.Gpu(table["gpu"], table["sms"], arch, 0)
+    digest = digest_at(rev, arch)
+    then = mock.patch.object(builder, "_tree_digest", lambda _arch: digest)
+    seen: dict[str, bool] = {}
+
+    def unchanged(kernel: Kernel) -> bool:
+        now = builder.source_key(kernel, arch)
+        if now not in seen:
+            with then:
+                key = kcache.resolve(builder.source_key(kernel, arch))
+            entry = kcache.read_entry(key) if key else None
+            seen[now] = entry is not None and entry.file("kernel.ptx").read_bytes() == \
+                builder.build(kernel, arch).read_bytes()  # fmt: skip
+        return seen[now]
+
+    entries, carried, refused = table["entries"], {}, 0
+    for key in sorted({e["key"] for e in entries.values()}):
+        for plan in candidate_plans(key, gpu):
+            with then:
+                old = tuning.entry_name(key, plan, arch)
+            if old not in entries:
+                continue
+            if all(unchanged(launch.kernel) for launch in plan.launches):
+                carried[tuning.entry_name(key, plan, arch)] = entries[old]
+            else:
+                refused += 1
+    entries.update(carried)
+    return len(carried), refused
 
 
 def prune(table: dict[str, Any], arch: str = "sm_90") -> tuple[dict[str, Any], collections.Counter[str]]:
@@ -85,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("exported", nargs="*", type=Path, help="tables from `tune --export`, merged in this order")
     p.add_argument("--table", type=Path, default=TABLE, help=f"the package's table (default {TABLE.name})")
     p.add_argument("--fresh", action="store_true", help="drop the table's own entries: the exports replace them")
+    p.add_argument("--carry-from", metavar="REV", help="name anew the entries of kernels unchanged since commit REV")
     options = p.parse_args(argv)
     if options.fresh and not options.exported:
         p.error("--fresh needs the exported tables that replace the entries")
@@ -98,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{path}: measured on {extra['gpu']} ({extra['sms']} SMs), the table is {table['gpu']}'s")
         table["entries"].update(extra["entries"])
     merged = len(table["entries"])
+    if options.carry_from:
+        carried, refused = carry(table, options.carry_from)
+        print(f"carried {carried} entries from {options.carry_from}; {refused} not (their kernels' PTX changed)")
     table["entries"], dropped = prune(table)
     write_table(options.table, table)
     print(f"{options.table.name}: {before} entries, {merged} merged, {len(table['entries'])} kept; dropped "

@@ -50,5 +50,5 @@ def test_the_row_bounds_catch_an_error_of_a_part_in_ten_thousand(rows, name):
     case = next(c for c in rows.CASES if c.name == name)
     data = {k: v.astype(np.float64) for k, v in rows.make_inputs(case, 3, 1001, np.float32).items()}
     want = case.reference(data["x"], *(data[e] for e in case.extra))
-    tol = case.bound(data["x"], data, want, rows.UNIT["f32"], 128)
+    tol = case.bound(data["x"], data, want, rows.UNIT["f32"], 128, "f32")
     assert (np.abs(want) * 1e-4 > tol).any()

@@ -42,7 +42,8 @@ class Case:
     extra: tuple[str, ...]  # "bias", "weight": rows of N read alongside x
     eps: bool
     reference: Callable[..., np.ndarray]
-    bound: Callable[..., np.ndarray]  # absolute bound before storage rounding: (x, inputs, want, u, block)
+    bound: Callable[..., np.ndarray]  # absolute bound before storage rounding: (x, inputs, want, u, block, dtype)
+    tiled: bool = False  # holds a row in registers (row::Tile): the ELEMENTS const
 
     @property
     def label(self) -> str:
@@ -60,7 +61,7 @@ def gelu(x, bias, approximate: bool) -> np.ndarray:
     return 0.5 * u * (1 + _erf(u / math.sqrt(2)))
 
 
-def gelu_bound(x, inputs, want, u, block) -> np.ndarray:
+def gelu_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
     """Every intermediate is bounded by |x + bias| (erf/tanh within 2 ulps, its argument and the products a few
     roundings each) and the cubic term by |u|^3: at most 10 roundings of those."""
     a = np.abs(x + inputs["bias"])
@@ -72,12 +73,14 @@ def softmax(x) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def softmax_bound(x, inputs, want, u, block) -> np.ndarray:
+def softmax_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
     """exp(v - max) errs by |v - max| u (the rounded difference) plus 2 ulps; the sum adds its depth (a thread's
-    elements, the CTA's tree) and every rescaling's error, bounded by the largest |v - max|."""
+    elements, the CTA's tree) and every rescaling's error, bounded by the largest |v - max|. With 16-bit storage
+    the template takes exp_fast, which errs by up to 4 ulps (8 u) more, in the numerator and in the sum."""
     spread = x.max(axis=1, keepdims=True) - x
     depth = math.ceil(x.shape[1] / block) + 12
-    return (spread + 3 + spread.max(axis=1, keepdims=True) * 2 + depth + 4) * u * np.abs(want)
+    fast = 16 if dtype in ("bf16", "f16") else 0
+    return (spread + 3 + fast + spread.max(axis=1, keepdims=True) * 2 + depth + 4) * u * np.abs(want)
 
 
 def layer_norm(x, weight, bias) -> np.ndarray:
@@ -85,7 +88,7 @@ def layer_norm(x, weight, bias) -> np.ndarray:
     return (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + EPS) * weight + bias
 
 
-def layer_norm_bound(x, inputs, want, u, block) -> np.ndarray:
+def layer_norm_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
     """Welford's mean and variance err by the depth of their merges relative to |x| + |mean| + std (stable, no
     cancellation of squares); y's terms are bounded by (|x| + |mean| + std) rstd |weight| + |bias|."""
     mean, std = x.mean(axis=1, keepdims=True), x.std(axis=1, keepdims=True)
@@ -99,7 +102,7 @@ def rms_norm(x, weight) -> np.ndarray:
     return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + EPS) * weight
 
 
-def rms_norm_bound(x, inputs, want, u, block) -> np.ndarray:
+def rms_norm_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
     """Each thread adds ceil(n / block) squares, then the CTA's tree: the mean square errs by its depth relatively,
     its reciprocal square root by half that plus 3 roundings, y by 2 more."""
     depth = math.ceil(x.shape[1] / block) + 12
@@ -109,16 +112,16 @@ def rms_norm_bound(x, inputs, want, u, block) -> np.ndarray:
 CASES = [
     Case("bias_gelu", {"APPROXIMATE": 0}, ("bias",), False, lambda x, b: gelu(x, b, False), gelu_bound),
     Case("bias_gelu", {"APPROXIMATE": 1}, ("bias",), False, lambda x, b: gelu(x, b, True), gelu_bound),
-    Case("softmax", {}, (), False, softmax, softmax_bound),
-    Case("layer_norm_forward", {}, ("weight", "bias"), True, layer_norm, layer_norm_bound),
-    Case("rms_norm_forward", {}, ("weight",), True, rms_norm, rms_norm_bound),
+    Case("softmax", {}, (), False, softmax, softmax_bound, tiled=True),
+    Case("layer_norm_forward", {}, ("weight", "bias"), True, layer_norm, layer_norm_bound, tiled=True),
+    Case("rms_norm_forward", {}, ("weight",), True, rms_norm, rms_norm_bound, tiled=True),
 ]
 PROGRAM = rust_kernels.Program(Path(__file__).resolve().parent)
 
 
 def block_for(n: int, lanes: int) -> int:
     """Threads per row: about two 16-byte packs each, 64 to 1024."""
-    return max(64, min(1024, 1 << max(0, math.ceil(math.log2(max(1, n / (2 * lanes)))))))
+    return max(64, min(1024, _pow2_at_least(n / (2 * lanes))))
 
 
 def make_inputs(case: Case, m: int, n: int, storage: Any, seed: int = 0) -> dict[str, np.ndarray]:
@@ -131,8 +134,28 @@ def make_inputs(case: Case, m: int, n: int, storage: Any, seed: int = 0) -> dict
     return data
 
 
-def kernel_for(case: Case, dtype: str, block: int) -> Any:
-    return PROGRAM.kernel(case.name, dtype=dtype, block=block, **{k.lower(): v for k, v in case.consts.items()})
+def plan(case: Case, n: int, lanes: int, block: int | None = None) -> tuple[int, dict[str, int]]:
+    """Threads per row and the plan's consts. A tiled kernel holds the row in registers, 16 elements a thread up to
+    2048 columns and 32 above (fewer threads holding more each: more loads in flight a thread and quicker CTA
+    reductions; measured on the H200, docs/results/h200-2026-12-03-rows/), the fewest that fit; a row longer than
+    1024 threads hold streams."""
+    if not case.tiled:
+        return block or block_for(n, lanes), {}
+    threads = block or max(32, min(1024, _pow2_at_least(n / (16 if n <= 2048 else 32))))
+    return threads, {"elements": min(32, max(8, lanes, _pow2_at_least(n / threads)))}
+
+
+def _pow2_at_least(value: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1.0, value))))
+
+
+def kernel_for(case: Case, dtype: str, block: int, consts: dict[str, int]) -> Any:
+    return PROGRAM.kernel(case.name, dtype=dtype, block=block, **consts,
+                          **{k.lower(): v for k, v in case.consts.items()})  # fmt: skip
+
+
+def _plan_label(consts: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in consts.items())
 
 
 def launch_args(case: Case, kernel: Any, data: dict[str, Any], y: Any) -> tuple[Any, ...]:
@@ -148,8 +171,8 @@ def check(backend: str, dtypes: list[str], block: int | None) -> int:
             for m, n in CHECK_SHAPES:
                 storage = DTYPES[dtype].numpy_dtype()  # bf16: ml_dtypes' NumPy dtype
                 lanes = 16 // storage.itemsize
-                threads = block or block_for(n, lanes)
-                kernel = kernel_for(case, dtype, threads)
+                threads, consts = plan(case, n, lanes, block)
+                kernel = kernel_for(case, dtype, threads, consts)
                 code = rust_kernels.compile(kernel, target="host" if backend == "host" else "ptx")
                 data = make_inputs(case, m, n, storage)
                 y = np.zeros_like(data["x"])
@@ -166,7 +189,7 @@ def check(backend: str, dtypes: list[str], block: int | None) -> int:
                 want = case.reference(wide["x"], *(wide[e] for e in case.extra))
                 s = STORAGE[dtype]
                 tol = (
-                    (1 + s) * case.bound(wide["x"], wide, want, UNIT[dtype], threads)
+                    (1 + s) * case.bound(wide["x"], wide, want, UNIT[dtype], threads, dtype)
                     + s * np.abs(want)
                     + SUBNORMAL[dtype]
                     + 1e-300
@@ -175,8 +198,8 @@ def check(backend: str, dtypes: list[str], block: int | None) -> int:
                 worst = float((err / tol).max())
                 ok = worst <= 1.0
                 failures += not ok
-                print(f"{case.label:<30} {dtype:<4} M={m:<2} N={n:<5} block={threads:<4} max abs err {err.max():.2e}"
-                      f"  err/tol {worst:.3f}  {'PASS' if ok else 'FAIL'}")  # fmt: skip
+                print(f"{case.label:<30} {dtype:<4} M={m:<2} N={n:<5} block={threads:<4} {_plan_label(consts):<12} "
+                      f"max abs err {err.max():.2e}  err/tol {worst:.3f}  {'PASS' if ok else 'FAIL'}")  # fmt: skip
     print(f"{'all passed' if not failures else f'{failures} FAILED'} ({backend})")
     return failures
 
@@ -216,8 +239,8 @@ def bench(out: Path, dtypes: list[str], reps: int) -> None:
                     torch._dynamo.reset()  # a fresh compile per shape: past 8 recompiles Dynamo runs eager code
                     compiled = torch.compile(eager, dynamic=False)
                     y = torch.empty_like(x)
-                    threads = block_for(n, 16 // x.element_size())
-                    kernel = kernel_for(case, dtype, threads)
+                    threads, consts = plan(case, n, 16 // x.element_size())
+                    kernel = kernel_for(case, dtype, threads, consts)
                     fn = rust_kernels.compile(kernel, target="ptx").get_kernel()
                     ours = fn.prepare(m, threads, launch_args(case, kernel, data, y))
                     ours()
@@ -231,6 +254,7 @@ def bench(out: Path, dtypes: list[str], reps: int) -> None:
                     }
                     moved = 2 * x.numel() * x.element_size()
                     row = {"kernel": case.label, "dtype": dtype, "shape": f"{m}x{n}", "bytes": moved,
+                           "plan": f"block={threads} {_plan_label(consts)}".strip(),
                            **{k: round(v, 2) for k, v in times.items()},
                            "fraction_of_copy": round(times["copy_us"] / times["ours_us"], 3),
                            "vs_torch": round(times["torch_us"] / times["ours_us"], 3),

@@ -19,7 +19,26 @@ pub trait Lanes: Copy {
     fn lane(&self, i: usize) -> Self::Elem;
     /// Replaces element `i`; panics (traps on the device) when `i >= LANES`.
     fn set_lane(&mut self, i: usize, value: Self::Elem);
+    /// Every element `value`.
+    fn splat(value: Self::Elem) -> Self;
 }
+
+/// Calls `f(0)`, `f(1)`, ... `f(n - 1)` as straight-line code when `n` is a constant (a pack's `LANES`, a const
+/// parameter): each call sees its index as a constant, so a pack's lane or an array's element it names stays in a
+/// register. A loop over lanes around a large body (an `erf`) is left rolled by the compiler, and its dynamically
+/// indexed pack then lives in local memory. `n` is at most [`UNROLL_MAX`].
+#[inline(always)]
+pub fn unroll(n: usize, mut f: impl FnMut(usize)) {
+    assert!(n <= UNROLL_MAX, "unroll: n is above UNROLL_MAX");
+    macro_rules! steps {
+        ($($i:literal)*) => {$( if $i < n { f($i) } )*};
+    }
+    steps!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+           32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63);
+}
+
+/// The most calls [`unroll`] makes.
+pub const UNROLL_MAX: usize = 64;
 
 /// `N` elements, aligned to 8 bytes (`N * size_of::<T>()` should be 8, which every [`Float::Pack8`] is): for rows
 /// whose length allows 8-byte packs but not 16-byte ones.
@@ -41,6 +60,10 @@ macro_rules! lanes {
             #[inline(always)]
             fn set_lane(&mut self, i: usize, value: T) {
                 self.0[i] = value;
+            }
+            #[inline(always)]
+            fn splat(value: T) -> Self {
+                Self([value; N])
             }
         }
     )*};

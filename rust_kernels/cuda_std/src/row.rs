@@ -2,11 +2,12 @@
 //! before the first 16-byte boundary and after the last whole pack: any length, any element-aligned start.
 //! Thread `thread` of `threads` takes packs `thread`, `thread + threads`, ... (coalesced), and the scalar elements
 //! likewise; the closures receive each element's index in the row and its value in the accumulation type.
-//! [`grid_stride`] is the plain element loop over a whole launch.
+//! [`Tile`] holds a row in registers across the CTA, for kernels that reduce a row and then write from it (a norm,
+//! a softmax): one read instead of two. [`grid_stride`] is the plain element loop over a whole launch.
 
-use crate::float::Float;
+use crate::float::{Accum, Float};
 use crate::mem::{DevicePtr, StoreAcc};
-use crate::pack::Lanes;
+use crate::pack::{unroll, Lanes};
 
 /// How a row splits: `head` scalar elements up to the first 16-byte boundary, `packs` whole packs, then the tail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,9 +65,7 @@ pub unsafe fn for_each<D: Float>(
     let mut p = thread;
     while p < split.packs {
         let pack = unsafe { packs.load(p) };
-        for l in 0..lanes {
-            f(split.head + p * lanes + l, pack.lane(l).to_acc());
-        }
+        unroll(lanes, |l| f(split.head + p * lanes + l, pack.lane(l).to_acc()));
         p += threads;
     }
 }
@@ -122,16 +121,198 @@ pub unsafe fn map_with<D: Float, const K: usize>(
     while p < split.packs {
         let mut pack = unsafe { from.load(p) };
         let others = with.map(|a| unsafe { a.load(p) });
-        for l in 0..lanes {
+        unroll(lanes, |l| {
             let i = split.head + p * lanes + l;
-            pack.set_lane(
-                l,
-                D::from_acc(f(i, pack.lane(l).to_acc(), others.map(|o| o.lane(l).to_acc()))),
-            );
-        }
+            let value = f(i, pack.lane(l).to_acc(), others.map(|o| o.lane(l).to_acc()));
+            pack.set_lane(l, D::from_acc(value));
+        });
         unsafe { to.store(p, pack) };
         p += threads;
     }
+}
+
+/// A row held in registers by the threads of a CTA: thread `thread` of `threads` holds packs `thread`,
+/// `thread + threads`, ... (`E` elements, `E / LANES` packs), and at most one scalar element on each side of the
+/// packs. One read of the row serves a reduction and the write after it, each element's value computed once
+/// ([`Tile::update`]) and kept in the accumulation type.
+///
+/// [`Tile::load`] returns `None` when the row does not fit: more than `E / LANES` packs per thread, or more scalar
+/// elements on a side than threads (a row whose start is not aligned to its element is all scalars). The kernel
+/// then streams the row with [`for_each`] and [`map_with`].
+pub struct Tile<D: Float, const E: usize> {
+    values: [D::Acc; E],
+    head: D::Acc,
+    tail: D::Acc,
+    split: Split,
+    phase: usize,
+    thread: usize,
+    threads: usize,
+}
+
+impl<D: Float, const E: usize> Tile<D, E> {
+    const LANES: usize = <D::Pack as Lanes>::LANES;
+    /// Packs per thread; `E` must be a positive multiple of the lanes of a pack and at most `UNROLL_MAX`.
+    const PACKS: usize = {
+        assert!(E > 0 && E.is_multiple_of(Self::LANES) && E <= crate::pack::UNROLL_MAX);
+        E / Self::LANES
+    };
+
+    /// This thread's part of the `len` elements at `row`, or `None` when the row does not fit the tile.
+    ///
+    /// # Safety
+    /// `row` must point to `len` readable elements.
+    #[inline(always)]
+    pub unsafe fn load(row: *mut D, len: usize, thread: usize, threads: usize) -> Option<Self> {
+        let split = Split::of(row, len);
+        let tail_len = len - split.tail(Self::LANES);
+        if split.packs > Self::PACKS * threads || split.head > threads || tail_len > threads {
+            return None;
+        }
+        let zero = D::Acc::ZERO;
+        let mut tile = Self {
+            values: [zero; E],
+            head: zero,
+            tail: zero,
+            split,
+            phase: row as usize % 16,
+            thread,
+            threads,
+        };
+        if thread < split.head {
+            tile.head = unsafe { row.load(thread) }.to_acc();
+        }
+        if thread < tail_len {
+            tile.tail = unsafe { row.load(split.tail(Self::LANES) + thread) }.to_acc();
+        }
+        let packs = unsafe { row.add(split.head) }.cast::<D::Pack>();
+        let values = &mut tile.values;
+        unroll(Self::PACKS, |k| {
+            let p = thread + k * threads;
+            if p < split.packs {
+                let pack = unsafe { packs.load(p) };
+                unroll(Self::LANES, |l| values[k * Self::LANES + l] = pack.lane(l).to_acc());
+            }
+        });
+        Some(tile)
+    }
+
+    /// Folds `f(acc, i, value)` over this thread's elements (a partial sum, maximum or Welford state, to be merged
+    /// across the CTA by `reduce`).
+    #[inline(always)]
+    pub fn fold<A: Copy>(&self, init: A, mut f: impl FnMut(A, usize, D::Acc) -> A) -> A {
+        let mut acc = init;
+        self.slots(|i, slot| acc = f(acc, i, self.get(slot)));
+        acc
+    }
+
+    /// Replaces each of this thread's elements by `f(i, value)` (its exponential, say), in the accumulation type.
+    #[inline(always)]
+    pub fn update(&mut self, mut f: impl FnMut(usize, D::Acc) -> D::Acc) {
+        let (split, thread, threads) = (self.split, self.thread, self.threads);
+        slots::<D, E>(split, thread, threads, |i, slot| {
+            let value = f(i, self.get(slot));
+            match slot {
+                Slot::Head => self.head = value,
+                Slot::Tail => self.tail = value,
+                Slot::Packed(e) => self.values[e] = value,
+            }
+        });
+    }
+
+    /// `dst[i] = f(i, value, [aux[0][i], ...])` for this thread's elements: rows read alongside (a weight, a bias).
+    /// In 16-byte packs when `dst` and every `aux` have the row's offset from a 16-byte boundary, element by element
+    /// otherwise. `dst` may be the row the tile was loaded from.
+    ///
+    /// # Safety
+    /// Each `aux` must point to the row's length of readable elements, `dst` to as many writable ones.
+    #[inline(always)]
+    pub unsafe fn store<const K: usize>(
+        &self,
+        aux: [*mut D; K],
+        dst: *mut D,
+        mut f: impl FnMut(usize, D::Acc, [D::Acc; K]) -> D::Acc,
+    ) {
+        let split = self.split;
+        let along = |i: usize| aux.map(|a| unsafe { a.load(i) }.to_acc());
+        if self.thread < split.head {
+            unsafe { dst.store_acc(self.thread, f(self.thread, self.head, along(self.thread))) };
+        }
+        let t = split.tail(Self::LANES) + self.thread;
+        if t < split.len {
+            unsafe { dst.store_acc(t, f(t, self.tail, along(t))) };
+        }
+        let same_phase = |p: *mut D| p as usize % 16 == self.phase;
+        let vectors = same_phase(dst) && aux.iter().all(|&a| same_phase(a));
+        let packs = |p: *mut D| unsafe { p.add(split.head) }.cast::<D::Pack>();
+        unroll(Self::PACKS, |k| {
+            let p = self.thread + k * self.threads;
+            if p >= split.packs {
+                return;
+            }
+            let base = split.head + p * Self::LANES;
+            if vectors {
+                let others = aux.map(|a| unsafe { packs(a).load(p) });
+                let mut out = D::Pack::splat(D::from_acc(D::Acc::ZERO));
+                unroll(Self::LANES, |l| {
+                    let value = f(
+                        base + l,
+                        self.values[k * Self::LANES + l],
+                        others.map(|o| o.lane(l).to_acc()),
+                    );
+                    out.set_lane(l, D::from_acc(value));
+                });
+                unsafe { packs(dst).store(p, out) };
+            } else {
+                unroll(Self::LANES, |l| unsafe {
+                    dst.store_acc(base + l, f(base + l, self.values[k * Self::LANES + l], along(base + l)));
+                });
+            }
+        });
+    }
+
+    #[inline(always)]
+    fn get(&self, slot: Slot) -> D::Acc {
+        match slot {
+            Slot::Head => self.head,
+            Slot::Tail => self.tail,
+            Slot::Packed(e) => self.values[e],
+        }
+    }
+
+    #[inline(always)]
+    fn slots(&self, f: impl FnMut(usize, Slot)) {
+        slots::<D, E>(self.split, self.thread, self.threads, f);
+    }
+}
+
+/// Where a tile keeps an element: the scalar before the packs, the one after them, or a packed lane.
+#[derive(Clone, Copy)]
+enum Slot {
+    Head,
+    Tail,
+    Packed(usize),
+}
+
+/// Calls `f(i, slot)` for each element a thread's tile of `E` elements holds. (The lanes are named as the constant
+/// `Tile::LANES` inside each closure: a count captured from outside is not a constant there, and `unroll` over it
+/// is not unrolled.)
+#[inline(always)]
+fn slots<D: Float, const E: usize>(split: Split, thread: usize, threads: usize, mut f: impl FnMut(usize, Slot)) {
+    if thread < split.head {
+        f(thread, Slot::Head);
+    }
+    if split.tail(Tile::<D, E>::LANES) + thread < split.len {
+        f(split.tail(Tile::<D, E>::LANES) + thread, Slot::Tail);
+    }
+    unroll(Tile::<D, E>::PACKS, |k| {
+        let p = thread + k * threads;
+        if p < split.packs {
+            let lanes = Tile::<D, E>::LANES;
+            unroll(Tile::<D, E>::LANES, |l| {
+                f(split.head + p * lanes + l, Slot::Packed(k * lanes + l))
+            });
+        }
+    });
 }
 
 /// This thread's head and tail elements of a split row.

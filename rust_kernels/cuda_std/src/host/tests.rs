@@ -1550,6 +1550,33 @@ fn block_reductions_give_every_thread_the_ctas_result() {
     }
 }
 
+/// A row kernel's buffers after its launch: x = i, w = 1000 i, y = -1 before it; a sum per thread.
+struct Row {
+    x: Vec<f32>,
+    w: Vec<f32>,
+    y: Vec<f32>,
+    sums: Vec<f32>,
+}
+
+/// Launches `kernel(x, w, y, sums, offset, w_offset, len)` as one CTA of `threads` threads over 96 elements.
+fn launch_row(kernel: &HostKernel, threads: u32, offset: u32, w_offset: u32, len: u32) -> Row {
+    let mut x: Vec<f32> = (0..96).map(|i| i as f32).collect();
+    let mut w: Vec<f32> = (0..96).map(|i| 1000.0 * i as f32).collect();
+    let mut y = vec![-1.0f32; 96];
+    let mut sums = vec![0.0f32; threads as usize];
+    let args = [
+        buffer(&mut x),
+        buffer(&mut w),
+        buffer(&mut y),
+        buffer(&mut sums),
+        scalar(ArgValue::U32(offset)),
+        scalar(ArgValue::U32(w_offset)),
+        scalar(ArgValue::U32(len)),
+    ];
+    launch(kernel, &config([1, 1, 1], [threads, 1, 1], 0), &args).unwrap();
+    Row { x, w, y, sums }
+}
+
 /// y = 2 x + i (+ w, read alongside from `w_offset`) over a row that starts `offset` elements into the buffer, and
 /// the row's sum through `for_each`.
 #[kernel]
@@ -1576,20 +1603,7 @@ unsafe fn row_map(x: *mut f32, w: *mut f32, y: *mut f32, sums: *mut f32, offset:
 fn rows_are_streamed_in_packs_at_any_offset_and_length() {
     let cases = [(0, 64), (1, 64), (3, 5), (2, 1), (0, 0), (5, 67), (4, 31)];
     for ((offset, len), w_offset) in cases.into_iter().flat_map(|c| [(c, u32::MAX), (c, c.0), (c, c.0 + 1)]) {
-        let mut x: Vec<f32> = (0..80).map(|i| i as f32).collect();
-        let mut w: Vec<f32> = (0..80).map(|i| 1000.0 * i as f32).collect();
-        let mut y = vec![-1.0f32; 80];
-        let mut sums = vec![0.0f32; 32];
-        let args = [
-            buffer(&mut x),
-            buffer(&mut w),
-            buffer(&mut y),
-            buffer(&mut sums),
-            scalar(ArgValue::U32(offset)),
-            scalar(ArgValue::U32(w_offset)),
-            scalar(ArgValue::U32(len)),
-        ];
-        launch(&row_map__HOST, &config([1, 1, 1], [32, 1, 1], 0), &args).unwrap();
+        let Row { x, w, y, sums } = launch_row(&row_map__HOST, 32, offset, w_offset, len);
         let (o, l) = (offset as usize, len as usize);
         for (k, v) in y.iter().enumerate() {
             let inside = (o..o + l).contains(&k);
@@ -1605,6 +1619,62 @@ fn rows_are_streamed_in_packs_at_any_offset_and_length() {
             x[o..o + l].iter().sum::<f32>(),
             "offset {offset}, len {len}"
         );
+    }
+}
+
+/// Through a tile of 8 elements per thread: y = 3 x + i + w (w read alongside from `w_offset`), and each thread's
+/// sum of x; a row that does not fit leaves y alone and sets every sum to -1.
+#[kernel]
+unsafe fn row_tile(x: *mut f32, w: *mut f32, y: *mut f32, sums: *mut f32, offset: u32, w_offset: u32, len: u32) {
+    let tid = thread_idx_x() as usize;
+    let threads = block_dim_x() as usize;
+    let (src, dst, aux) = unsafe { (x.add(offset as usize), y.add(offset as usize), w.add(w_offset as usize)) };
+    unsafe {
+        match row::Tile::<f32, 8>::load(src, len as usize, tid, threads) {
+            Some(mut tile) => {
+                sums.store(tid, tile.fold(0.0, |s, _, v| s + v));
+                tile.update(|_, v| 3.0 * v);
+                tile.store([aux], dst, |i, v, [a]| v + i as f32 + a);
+            }
+            None => sums.store(tid, -1.0),
+        }
+    }
+}
+
+#[test]
+fn a_tile_holds_a_row_that_fits_and_refuses_one_that_does_not() {
+    // 8 threads of 2 packs each: 64 elements in packs, at most 8 scalars on each side of them.
+    let cases = [
+        (0, 64, true),
+        (1, 67, true),
+        (0, 66, true),
+        (2, 68, true),
+        (3, 5, true),
+        (2, 1, true),
+        (0, 0, true),
+        (0, 68, false),
+        (1, 72, false),
+    ];
+    for ((offset, len, fits), w_offset) in cases.into_iter().flat_map(|c| [(c, c.0), (c, c.0 + 1)]) {
+        let Row { x, w, y, sums } = launch_row(&row_tile__HOST, 8, offset, w_offset, len);
+        let (o, l, wo) = (offset as usize, len as usize, w_offset as usize);
+        let case = format!("offset {offset}, w_offset {w_offset}, len {len}");
+        if !fits {
+            assert!(
+                sums.iter().all(|&s| s == -1.0) && y.iter().all(|&v| v == -1.0),
+                "{case}"
+            );
+            continue;
+        }
+        for (k, v) in y.iter().enumerate() {
+            let want = if (o..o + l).contains(&k) {
+                3.0 * k as f32 + (k - o) as f32 + w[wo + k - o]
+            } else {
+                -1.0
+            };
+            assert_eq!(*v, want, "{case}, element {k}");
+        }
+        assert_eq!(sums.iter().sum::<f32>(), x[o..o + l].iter().sum::<f32>(), "{case}");
     }
 }
 
