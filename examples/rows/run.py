@@ -77,7 +77,7 @@ def softmax_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
     """exp(v - max) errs by |v - max| u (the rounded difference) plus 2 ulps; the sum adds its depth (a thread's
     elements, the CTA's tree) and every rescaling's error, bounded by the largest |v - max|. With 16-bit storage
     the template takes exp_fast, which errs by up to 4 ulps (8 u) more, in the numerator and in the sum."""
-    spread = x.max(axis=1, keepdims=True) - x
+    spread = np.where(np.isfinite(x), x.max(axis=1, keepdims=True) - x, 0)  # a masked element's want is 0
     depth = math.ceil(x.shape[1] / block) + 12
     fast = 16 if dtype in ("bf16", "f16") else 0
     return (spread + 3 + fast + spread.max(axis=1, keepdims=True) * 2 + depth + 4) * u * np.abs(want)
@@ -131,6 +131,8 @@ def make_inputs(case: Case, m: int, n: int, storage: Any, seed: int = 0) -> dict
         data["weight"] = rng.uniform(0.5, 1.5, n).astype(storage)
     if "bias" in case.extra:
         data["bias"] = rng.standard_normal(n).astype(storage)
+    if case.name == "softmax" and n > 1:
+        data["x"][:, 1::5] = -np.inf  # masked elements (attention): exactly 0 out
     return data
 
 
