@@ -241,6 +241,7 @@ def main() -> None:
             results["ddp"] = ddp_step(device, args.batch, args.steps, collectives)
         else:
             results["not_run"] = "torch.nn.SyncBatchNorm, bf16, CUDA-graph capture and the DDP step need a GPU per rank"
+        dist.barrier()  # every rank done before any tears its connections down (gloo aborts a peer that is not)
     finally:
         dist.destroy_process_group()
     if rank == 0:
