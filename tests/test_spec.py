@@ -156,3 +156,40 @@ def test_param_dtypes_need_a_p_argument(tmp_path):
     text = GOOD.replace('dtypes = ["f32", "f64", "bf16", "f16"]', 'dtypes = ["bf16"]\nparam_dtypes = ["f32"]')
     with pytest.raises(SpecError, match="param_dtypes is set but no argument has type P"):
         parse_spec(write(tmp_path, text))
+
+
+def test_a_register_cap_applies_where_its_condition_holds(tmp_path):
+    """[[registers]]: the first entry whose `when` holds puts `.maxnreg` beside `.maxntid` in that instance's PTX
+    directives (and so in its source key: a capped build never serves an uncapped one)."""
+    from rust_kernels import builder
+    from rust_kernels.kernels import kernel_class
+
+    capped = GOOD + '\n[[registers]]\nwhen = "BLOCK_HW >= 256 and DSIZE == 4"\nmax = 96\n[[registers]]\nmax = 64\n'
+    spec = parse_spec(write(tmp_path, capped))
+    assert [spec.max_registers({"BLOCK_HW": b, "DSIZE": s}) for b, s in ((256, 4), (128, 4), (256, 2))] == [96, 64, 64]
+    plain, cls = kernel_class(parse_spec(write(tmp_path, GOOD))), kernel_class(spec)
+    assert builder.performance_directives(cls(256, dtype="f32")) == ".maxntid 256, 1, 1\n.maxnreg 96"
+    assert builder.source_key(cls(256, dtype="f32"), "sm_90") != builder.source_key(plain(256, dtype="f32"), "sm_90")
+    ptx = ".visible .entry batch_norm_2d_nchw_backward_entry_point(\n\t.param .u64 a\n)\n{\n\tret;\n}\n"
+    assert "\n.maxntid 256, 1, 1\n.maxnreg 96\n{" in builder._with_directives(cls(256, dtype="f32"), ptx)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("max = 8", r"must lie in \[16, 255\]"),
+        ("max = 300", r"must lie in \[16, 255\]"),
+        ('when = "BLOCK_HW == 256"', "needs `max`"),
+        ("max = 64\nlimit = 1", "needs `max`"),
+        ('max = 64\nwhen = "HW == 4"', "unknown name 'HW'"),  # an argument: the cap is decided at build time
+    ],
+)
+def test_bad_register_caps_are_refused(tmp_path, entry, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(write(tmp_path, GOOD + "\n[[registers]]\n" + entry + "\n"))
+
+
+def test_a_register_cap_whose_condition_cannot_be_evaluated_is_named(tmp_path):
+    spec = parse_spec(write(tmp_path, GOOD + '\n[[registers]]\nwhen = "256 % (BLOCK_HW - 256) == 0"\nmax = 64\n'))
+    with pytest.raises(SpecError, match=r"\[\[registers\]\] when .* cannot be evaluated with \{'BLOCK_HW': 256"):
+        spec.max_registers({"BLOCK_HW": 256, "DSIZE": 4})

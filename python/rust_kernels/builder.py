@@ -218,10 +218,14 @@ def _explain(stderr: str, crate: Path, kernel: Kernel, target: str) -> str:
 
 def performance_directives(kernel: Kernel) -> str:
     """PTX performance directives for the entry, from the spec (stock rustc has no launch-bounds attribute): the
-    CTA shape, which the launcher enforces, so ptxas allocates registers for exactly that many threads. (Asking
-    for more CTAs per SM with .minnctapersm made ptxas spill the unrolled loop and halved throughput on the H200.)"""
+    CTA shape, which the launcher enforces, so ptxas allocates registers for exactly that many threads, and the
+    spec's register cap where one applies to this instance ([[registers]]: a cap above what ptxas picks lets it keep
+    more loads in flight). (Asking for more CTAs per SM with .minnctapersm made ptxas spill the unrolled loop and
+    halved throughput on the H200.)"""
     x, y, z = kernel.block_dim
-    return f".maxntid {x}, {y}, {z}"
+    names = {c.name: v for c, v in zip(kernel.spec.consts, kernel.const_values, strict=True)}
+    cap = kernel.spec.max_registers(names | {"DSIZE": kernel.dtype_info.size})
+    return f".maxntid {x}, {y}, {z}" + ("" if cap is None else f"\n.maxnreg {cap}")
 
 
 def _with_directives(kernel: Kernel, ptx: str) -> str:

@@ -36,6 +36,7 @@ RESERVED_FIELDS = frozenset(
     """args block_dim const_values dtype dtype_info dtype_key entry_point_name entry_point_source grid_dim id
     kernel_source name param_dtype shared_mem_bytes source source_sha256 spec""".split()
 )
+MIN_REGISTERS, MAX_REGISTERS = 16, 255  # what a [[registers]] cap may be (ptxas' range for .maxnreg)
 PRECONDITION_NAMES = frozenset({"DSIZE"})  # names preconditions see besides the arguments and consts
 # Rust keywords (strict and reserved) are not identifiers; Python's are checked too since names become attributes.
 RUST_KEYWORDS = frozenset(
@@ -129,6 +130,23 @@ class Requirement:
                                 f"{err}") from None  # fmt: skip
 
 
+@dataclass(frozen=True)
+class RegisterCap:
+    """A cap on the registers ptxas gives each thread (PTX .maxnreg) of the instances where `when` holds (an
+    expression over the consts and DSIZE). With only the CTA size (.maxntid) to go by, ptxas may keep a kernel's
+    registers, and so the loads it has in flight, lower than its speed wants; a cap above that lets it take more."""
+
+    when: str
+    limit: int
+    code: CodeType
+
+    def applies(self, names: Mapping[str, int]) -> bool:
+        try:
+            return bool(eval(self.code, {"__builtins__": {}}, names))
+        except ArithmeticError as err:
+            raise SpecError(f"[[registers]] when {self.when!r} cannot be evaluated with {dict(names)}: {err}") from None
+
+
 _EXPRESSION_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.Compare, ast.BinOp, ast.UnaryOp, ast.Not,
                      ast.USub, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Eq, ast.NotEq, ast.Lt, ast.LtE,
                      ast.Gt, ast.GtE, ast.Name, ast.Load, ast.Constant)  # fmt: skip
@@ -150,6 +168,11 @@ class KernelSpec:
     # Parameter dtypes P may take besides D (each sharing D's accumulation type, e.g. f32 beside bf16): a spec axis
     # (torch.autocast's pairing), not a copy of the spec. Empty where the spec has no P.
     param_dtypes: tuple[str, ...] = ()
+    registers: tuple[RegisterCap, ...] = ()  # [[registers]]: the first whose `when` holds caps an instance
+
+    def max_registers(self, names: Mapping[str, int]) -> int | None:
+        """The register cap of the instance whose consts (and DSIZE) are `names`, or None (ptxas decides)."""
+        return next((cap.limit for cap in self.registers if cap.applies(names)), None)
 
     @property
     def has_param(self) -> bool:
@@ -285,6 +308,17 @@ def _requirement(path: Path, raw: object, names: set[str]) -> Requirement:
     return Requirement(str(when), raw["check"], str(raw["message"]), code)
 
 
+def _register_cap(path: Path, raw: object, names: set[str]) -> RegisterCap:
+    if not isinstance(raw, dict) or "max" not in raw or raw.keys() - {"max", "when"}:
+        raise _fail(path, f"each [[registers]] entry needs `max` (and may have `when`), got {raw!r}")
+    limit = _int(path, "[[registers]] max", raw["max"])
+    if not MIN_REGISTERS <= limit <= MAX_REGISTERS:
+        raise _fail(path, f"[[registers]] max must lie in [{MIN_REGISTERS}, {MAX_REGISTERS}] (PTX .maxnreg), "
+                          f"got {limit}")  # fmt: skip
+    when = raw.get("when", "1")
+    return RegisterCap(str(when), limit, _expression(path, when, names))
+
+
 def _template(path: Path, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise _fail(path, f"template must be a file name, got {value!r}")
@@ -341,6 +375,8 @@ def parse_spec(path: Path) -> KernelSpec:
         raise _fail(path, f"shared_accumulators_per_warp must not be negative, got {shared}")
     known = {*names, *PRECONDITION_NAMES}
     requires = tuple(_requirement(path, r, known) for r in raw.get("requires", []))
+    registers = tuple(_register_cap(path, r, {c.name for c in consts} | PRECONDITION_NAMES)
+                      for r in raw.get("registers", []))  # fmt: skip
     count = len(dtypes) * (1 + len(params)) * math.prod(len(c.values()) for c in consts)
     if count > MAX_INSTANCES:
         raise _fail(path, f"its dtypes and consts make up to {count} instances; at most {MAX_INSTANCES} per spec")
@@ -357,6 +393,7 @@ def parse_spec(path: Path) -> KernelSpec:
         requires=requires,
         path=path,
         param_dtypes=tuple(params),
+        registers=registers,
     )
 
 

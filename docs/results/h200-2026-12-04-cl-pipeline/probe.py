@@ -1,16 +1,17 @@
-"""Times the channels_last reduction kernels of variants/<label>/ (build_variants.py) on the GPU, each also with
-its registers capped (PTX .maxnreg: more CTAs resident), at every split the autotuner would time, against torch's
-own channels_last kernels (batch_norm_stats, batch_norm_backward_reduce) and the read bound; GPU time (CUDA
-events, L2 flushed, median of 15). Run from the repository root with the package importable:
+"""Times the training BatchNorm kernels of variants/<label>/ (build_variants.py) on the GPU, each as built and with
+its registers capped (PTX .maxnreg), at every split (reductions) or grid (elementwise launches) the autotuner would
+time, against torch's own kernels (batch_norm_stats, batch_norm_backward_reduce, batch_norm_elemt,
+batch_norm_backward_elemt) and a same-bytes copy; GPU time (CUDA events, L2 flushed, median of 15). The reductions'
+per-channel results are checked against torch's. Run from the repository root with the package importable:
 
-    python docs/results/h200-2026-12-04-cl-pipeline/probe.py > probe.log
+    python docs/results/h200-2026-12-04-cl-pipeline/probe.py > probe.log              # channels_last
+    python docs/results/h200-2026-12-04-cl-pipeline/probe.py nchw > probe_nchw.log    # the NCHW instances
 """
 
 import functools
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -37,8 +38,8 @@ SHAPES = [
 ]
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
 FLUSH = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
-TMP = Path(tempfile.mkdtemp())
 KERNELS = {k.id: k for k in (instance(*spec) for spec in INSTANCES)}
+EPS = 1e-5
 
 
 def timed(fn, reps: int = 15) -> float:
@@ -61,121 +62,115 @@ def loaded(label: str, kernel_id: str, cap: int | None) -> CudaKernel:
     return CudaKernel(KERNELS[kernel_id], 0, entry=Entry(where, json.loads((where / "meta.json").read_text())))
 
 
-def args_for(name: str, shape, tensors, split: int, cols: int) -> list:
+def args_for(name: str, shape, p: dict, split: int, cols: int) -> list:
+    """The launch's arguments in the spec's order (p: raw pointers by role); `split` is CTAS for the elementwise."""
     b, c, h, w = shape
-    t = tensors
     if name == "batch_norm_2d_batch_stats":
-        return [
-            t["x"],
-            t["rm"],
-            t["rv"],
-            t["mean"],
-            t["invstd"],
-            t["ws"],
-            t["ctr"],
-            b,
-            c,
-            h * w,
-            1e-5,
-            0.1,
-            split,
-            cols,
-        ]
-    extra = [t["weight"], t["bias"]] if name.endswith("_act") else []
-    return [
-        t["dy"],
-        t["x"],
-        t["mean"],
-        t["invstd"],
-        *extra,
-        t["dw"],
-        t["db"],
-        t["sums"],
-        t["ws"],
-        t["ctr"],
-        b,
-        c,
-        h * w,
-        split,
-        float(b * h * w),
-        cols,
-    ]
+        return [p["x"], p["rm"], p["rv"], p["mean"], p["invstd"], p["ws"], p["ctr"], b, c, h * w, EPS, 0.1, split, cols]
+    if name == "batch_norm_2d_normalize":
+        return [p["x"], p["y"], p["weight"], p["bias"], p["mean"], p["invstd"], b, c, h * w, split]
+    if name == "batch_norm_2d_backward_elementwise":
+        return [p["dy"], p["x"], p["y"], p["weight"], p["mean"], p["invstd"], p["sums"], b, c, h * w, split]
+    extra = [p["weight"], p["bias"]] if name.endswith("_act") else []
+    counts = float(b * h * w)
+    return [p["dy"], p["x"], p["mean"], p["invstd"], *extra, p["dw"], p["db"], p["sums"], p["ws"], p["ctr"], b, c,
+            h * w, split, counts, cols]  # fmt: skip
 
 
-def checked(
-    name: str, k: CudaKernel, grid_x: int, shape, live: dict, pointers: dict, split: int, cols: int, expected
-) -> float:
-    """The largest relative error of one launch's per-channel results against torch's (0 where not compared: the
-    activation's backward)."""
+def checked(launch, live: dict, outputs: tuple[str, ...], expected) -> float:
+    """The largest relative error of one launch's per-channel results against torch's (0 where not compared)."""
     if expected is None:
         return 0.0
-    outputs = ("mean", "invstd") if name == "batch_norm_2d_batch_stats" else ("dw", "db")
     for o in outputs:
         live[o].fill_(float("nan"))
-    k.prepare((grid_x, split, 1), (256, 1, 1), args_for(name, shape, pointers, split, cols))()
+    launch()
     got = [live[o] for o in outputs]
     return max(float(((g - e).abs() / e.abs().clamp_min(1e-3)).max()) for g, e in zip(got, expected, strict=True))
 
 
-def main() -> None:
+def anchor_of(name: str, x, dy, live: dict):
+    """torch's kernel doing the same work, its per-channel results to compare (or None) and their names here."""
+    c = x.shape[1]
+    if name == "batch_norm_2d_batch_stats":
+        return (lambda: torch.batch_norm_stats(x, EPS)), torch.batch_norm_stats(x, EPS), ("mean", "invstd")
+    mean, invstd, weight = live["mean"], live["invstd"], live["weight"]
+    if name == "batch_norm_2d_normalize":
+        return (lambda: torch.batch_norm_elemt(x, weight, live["bias"], mean, invstd, EPS)), None, ()
+    if name == "batch_norm_2d_backward_elementwise":
+        sum_dy, sum_dy_xmu = torch.randn(c, device="cuda"), torch.randn(c, device="cuda")
+        count = torch.full((1,), x.numel() // c, dtype=torch.int32, device="cuda")
+        return (
+            (lambda: torch.batch_norm_backward_elemt(dy, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count)),
+            None,
+            (),
+        )
+    args = (dy, x, mean, invstd, weight, True, True, True)
+    expected = None if name.endswith("_act") else torch.batch_norm_backward_reduce(*args)[2:]
+    return (lambda: torch.batch_norm_backward_reduce(*args)), expected, ("dw", "db")
+
+
+def main(channels_last: int) -> None:
     print(
-        f"{SMS} SMs; times in us (best split @); bound: a same-bytes copy (x.clone()) times the bytes read over the"
-        " bytes it moves"
+        f"{SMS} SMs; times in us (best split or grid @); bound: a same-bytes copy (x.clone()) scaled to the bytes moved"
     )
     labels = sorted(p.name for p in (HERE / "variants").iterdir())
     for shape in SHAPES:
         c = shape[1]
-        for spec in INSTANCES:
-            name, dtype, _, vectorized, _ = spec
-            if shape[1] % training.lanes(vectorized, dtype):
+        for spec in (s for s in INSTANCES if s[4] == channels_last):
+            name, dtype, _, vectorized, _, _ = spec
+            run = shape[1] if channels_last else shape[2] * shape[3]  # the contiguous run the packs divide
+            if run % training.lanes(vectorized, dtype):
                 continue
             tdt = {"bf16": torch.bfloat16, "f32": torch.float32}[dtype]
-            x = (torch.randn(shape, device="cuda") * 2 + 3).to(tdt).contiguous(memory_format=torch.channels_last)
-            dy = torch.randn(shape, device="cuda").to(tdt).contiguous(memory_format=torch.channels_last)
-            f = lambda n: torch.zeros(n, device="cuda")  # noqa: E731
-            mean, invstd = x.float().mean((0, 2, 3)), torch.rand(c, device="cuda") + 0.5
+            layout = torch.channels_last if channels_last else torch.contiguous_format
+            x = (torch.randn(shape, device="cuda") * 2 + 3).to(tdt).contiguous(memory_format=layout)
+            dy = torch.randn(shape, device="cuda").to(tdt).contiguous(memory_format=layout)
             kernel = instance(*spec)
-            width = 3 if name == "batch_norm_2d_batch_stats" else 2
-            splits = training.splits_around(shape, dtype, vectorized, True, SMS)
-            grid_x, _, cols = training.geometry(shape, dtype, vectorized, True, SMS)
-            tensors = {
-                "x": x.data_ptr(),
-                "dy": dy.data_ptr(),
-                "rm": f(c),
-                "rv": f(c) + 1,
-                "mean": mean,
-                "invstd": invstd,
-                "weight": f(c) + 1,
-                "bias": f(c),
-                "dw": f(c),
-                "db": f(c),
-                "sums": f(2 * c),
-                "ws": f(c * max(splits) * width),
+            elementwise = name in ("batch_norm_2d_normalize", "batch_norm_2d_backward_elementwise")
+            layout_flag = bool(channels_last)
+            if elementwise:
+                sizes = training.grids_around(shape, dtype, vectorized, layout_flag, SMS)
+                grid_x, cols = 0, 0
+            else:
+                sizes = training.splits_around(shape, dtype, vectorized, layout_flag, SMS)
+                grid_x, _, cols = training.geometry(shape, dtype, vectorized, layout_flag, SMS)
+            zeros = lambda n: torch.zeros(n, device="cuda")  # noqa: E731
+            live = {
+                "y": torch.empty_like(x),
+                "rm": zeros(c),
+                "rv": zeros(c) + 1,
+                "mean": x.float().mean((0, 2, 3)),
+                "invstd": torch.rand(c, device="cuda") + 0.5,
+                "weight": zeros(c) + 1,
+                "bias": zeros(c),
+                "dw": zeros(c),
+                "db": zeros(c),
+                "sums": torch.rand(2 * c, device="cuda"),
+                "ws": zeros(c * max(sizes) * 3),
                 "ctr": torch.zeros(c, dtype=torch.int32, device="cuda"),
             }
-            live = tensors  # the arrays behind the raw pointers below
-            tensors = {k: (v.data_ptr() if isinstance(v, torch.Tensor) else v) for k, v in live.items()}
-            nbytes = x.numel() * x.element_size() * (1 if width == 3 else 2)
-            if width == 3:
-                anchor_out = torch.batch_norm_stats(x, 1e-5)
-                anchor = timed(lambda x=x: torch.batch_norm_stats(x, 1e-5))
-            else:
-                args = (dy, x, mean, invstd, torch.ones(c, device="cuda"), True, True, True)
-                anchor_out = None if name.endswith("_act") else torch.batch_norm_backward_reduce(*args)[2:]
-                anchor = timed(lambda args=args: torch.batch_norm_backward_reduce(*args))
+            pointers = {"x": x.data_ptr(), "dy": dy.data_ptr()} | {k: v.data_ptr() for k, v in live.items()}
+            moved = {
+                "batch_norm_2d_batch_stats": 1,
+                "batch_norm_2d_normalize": 2,
+                "batch_norm_2d_backward_elementwise": 3,
+            }
+            nbytes = x.numel() * x.element_size() * moved.get(name, 2)
+            torch_fn, expected, outputs = anchor_of(name, x, dy, live)
+            anchor = timed(torch_fn)
             row = [f"{name[14:]:<24} {shape!s:<20} {dtype:<4} v{vectorized} torch {anchor:7.1f}"]
             best, worst = None, 0.0
-            for label in labels:
+            for label in (la for la in labels if (HERE / "variants" / la / kernel.id).is_dir()):
                 for cap in CAPS:
                     k = loaded(label, kernel.id, cap)
                     results = []
-                    for split in splits:
-                        launch = k.prepare((grid_x, split, 1), (256, 1, 1), args_for(name, shape, tensors, split, cols))
-                        results.append((timed(launch), split))
-                    t, split = min(results)
-                    error = checked(name, k, grid_x, shape, live, tensors, split, cols, anchor_out)
-                    worst = max(worst, error)
-                    row.append(f"{label[:4]}/{cap or '-'} {t:7.1f}@{split}")
+                    for size in sizes:
+                        grid = (size, 1, 1) if elementwise else (grid_x, size, 1)
+                        launch = k.prepare(grid, (256, 1, 1), args_for(name, shape, pointers, size, cols))
+                        results.append((timed(launch), size, launch))
+                    t, size, launch = min(results, key=lambda r: r[:2])
+                    worst = max(worst, checked(launch, live, outputs, expected))
+                    row.append(f"{label[:4]}/{cap or '-'} {t:7.1f}@{size}")
                     best = min(best or (t, ""), (t, f"{label}/{cap}"))
             copy = timed(lambda x=x: x.clone())  # reads and writes x's bytes
             bound = copy * nbytes / (2 * x.numel() * x.element_size())
@@ -185,4 +180,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1:] != ["nchw"]))

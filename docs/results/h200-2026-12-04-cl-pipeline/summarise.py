@@ -1,7 +1,7 @@
 """Medians over the probe's shapes, per kernel, dtype and pack mode: each variant's speed against the kernels as
 shipped (base, registers as ptxas picks them) and against torch's kernels.
 
-    python summarise.py probe.log > summary.txt
+    python summarise.py probe.log > summary.txt    # and probe_caps_cl.log, probe_caps_nchw.log
 """
 
 import re
@@ -22,7 +22,8 @@ def main(path: str) -> None:
         kernel, _, dtype, vectorized, torch_us = ROW.match(head).groups()
         times = {(m[1], m[2]): float(m[3]) for m in map(CELL.match, cells) if m}
         cases.setdefault((kernel, dtype, vectorized), []).append((float(torch_us), times))
-    variants = [("base", "80"), ("base", "64"), ("pipe", "-"), ("pipe", "80")]
+    first = next(iter(cases.values()))[0][1]
+    variants = [v for v in first if v != ("base", "-")]
     print("median speed-up over the shapes against base/- (as shipped), and against torch's kernel")
     print(
         f"{'kernel':<22} {'dtype':<5} pack | " + " | ".join(f"{a}/{b:<2}" for a, b in variants) + " | base/- vs torch"
