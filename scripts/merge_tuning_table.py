@@ -51,6 +51,7 @@ TABLE = ROOT / "python" / "rust_kernels" / "tables" / "nvidia-h200-132sm.json.gz
 # The scalars whose values give an op other candidates; every other scalar keeps its default.
 CHOICES = {"training": (False, True), "deterministic": (True, False), "activation": ("relu", "silu", "relu6")}
 STATISTICS = ("save_mean", "save_invstd", "mean", "invstd")  # inputs in the accumulation type
+PER_CHANNEL = ("weight", "bias", "running_mean", "running_var", *STATISTICS)  # [C] inputs; the rest are [B, C, H, W]
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -74,8 +75,8 @@ def candidate_plans(key: str, gpu: tuning.Gpu) -> Iterator[Plan]:
     for op in registry.ops():
         if op.candidates is None:
             continue
-        arrays = tuple(big if i.name in ("x", "dy") else np.ones(c, DTYPES[storage].acc_numpy if i.name in STATISTICS
-                       else DTYPES[param].numpy_dtype()) for i in op.inputs)  # fmt: skip
+        arrays = tuple(big if i.name not in PER_CHANNEL else np.ones(c, DTYPES[storage].acc_numpy
+                       if i.name in STATISTICS else DTYPES[param].numpy_dtype()) for i in op.inputs)  # fmt: skip
         for values in itertools.product(*(CHOICES.get(s.name, (s.default,)) for s in op.scalars)):
             try:
                 _, problem = op.problem(arrays, values, "host")
@@ -145,6 +146,20 @@ def prune(table: dict[str, Any], arch: str = "sm_90") -> tuple[dict[str, Any], c
     return {n: e for n, e in entries.items() if n in valid}, dropped
 
 
+def rendered_once() -> Any:
+    """Kernel.source rendered once per kernel for the run: the candidates of each key are new Kernel objects, and
+    rendering their templates again for every key took about a second a key."""
+    memo: dict[Kernel, str] = {}
+    render = Kernel.source.fget
+
+    def source(kernel: Kernel) -> str:
+        if kernel not in memo:
+            memo[kernel] = render(kernel)
+        return memo[kernel]
+
+    return mock.patch.object(Kernel, "source", property(source))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("exported", nargs="*", type=Path, help="tables from `tune --export`, merged in this order")
@@ -164,10 +179,11 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{path}: measured on {extra['gpu']} ({extra['sms']} SMs), the table is {table['gpu']}'s")
         table["entries"].update(extra["entries"])
     merged = len(table["entries"])
-    if options.carry_from:
-        carried, refused = carry(table, options.carry_from)
-        print(f"carried {carried} entries from {options.carry_from}; {refused} not (their kernels' PTX changed)")
-    table["entries"], dropped = prune(table)
+    with rendered_once():
+        if options.carry_from:
+            carried, refused = carry(table, options.carry_from)
+            print(f"carried {carried} entries from {options.carry_from}; {refused} not (their kernels' PTX changed)")
+        table["entries"], dropped = prune(table)
     write_table(options.table, table)
     print(f"{options.table.name}: {before} entries, {merged} merged, {len(table['entries'])} kept; dropped "
           f"{sum(dropped.values())}: {dict(dropped) or 'none'}")  # fmt: skip

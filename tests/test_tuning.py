@@ -352,6 +352,8 @@ def test_the_shipped_h200_table_serves_suite_keys_of_every_tuned_op_for_the_curr
         "batch_norm_2d_backward": ("dy x", train, (False, True)),
         "batch_norm_2d_act_forward": ("x", relu, (False, True)),
         "batch_norm_2d_act_backward": ("dy x", relu, (False, True)),
+        "batch_norm_2d_add_relu_forward": ("x residual", {}, (False, True)),
+        "batch_norm_2d_add_relu_backward": ("dy y x", {}, (False, True)),
     }
     for name, (big, scalars, layouts) in calls.items():
         op = getattr(ops, name).op
@@ -559,18 +561,44 @@ def test_the_sync_ops_list_their_splits_and_grids_and_every_candidate_gives_the_
                 np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=plan.label)
 
 
-def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candidate_names(tmp_path, capsys):
-    """scripts/merge_tuning_table.py: an exported table's entries merge in (a later time replaces an earlier one of
-    the same name), and an entry whose kernels changed since (no current candidate names it) is dropped; with
-    --fresh the exports' entries alone are kept."""
+@pytest.fixture
+def merge_script():
+    """scripts/merge_tuning_table.py as a module."""
     import importlib.util
-
-    from rust_kernels import ops
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "merge_tuning_table.py"
     spec = importlib.util.spec_from_file_location("merge_tuning_table", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_the_table_merge_script_names_the_candidates_of_ops_with_other_full_size_inputs(merge_script):
+    """The add + ReLU ops take [B, C, H, W] arrays besides x and dy (residual, y): their entries are current too
+    (the script once built those as [C] vectors, the ops refused them, and every add + ReLU entry was dropped)."""
+    from rust_kernels import ops
+
+    h200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 0)
+    full = np.zeros((2, 8, 4, 4), np.float32).transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)  # channels_last
+    c = np.ones(8, np.float32)
+    placement = Placement(16, 132)
+    for op, arrays in ((ops.batch_norm_2d_add_relu_forward.op, (full, full, c, c, c, c)),
+                       (ops.batch_norm_2d_add_relu_backward.op, (full, full, full, c, c, c))):  # fmt: skip
+        values = tuple(s.default for s in op.scalars)
+        _, problem = op.problem(arrays, values, "host")
+        key = tuning.key(problem, placement, h200)
+        names = {tuning.entry_name(key, p, h200.arch) for p in op.candidates(problem, placement)}
+        assert len(names) >= 2 and names <= merge_script.current_names(key, h200), op.name
+
+
+def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candidate_names(tmp_path, capsys,
+                                                                                      merge_script):  # fmt: skip
+    """scripts/merge_tuning_table.py: an exported table's entries merge in (a later time replaces an earlier one of
+    the same name), and an entry whose kernels changed since (no current candidate names it) is dropped; with
+    --fresh the exports' entries alone are kept."""
+    from rust_kernels import ops
+
+    script = merge_script
     h200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 0)
     x = np.zeros((2, 16, 4, 4), np.float32)
     c = np.ones(16, np.float32)

@@ -156,9 +156,7 @@ def check_requirements(kernel: Kernel, values: Sequence[int | float]) -> None:
     (pointers as addresses)."""
     if not kernel.spec.requires:
         return
-    names = dict(zip((arg.name for arg in kernel.spec.args), values, strict=True))
-    names |= {c.name: v for c, v in zip(kernel.spec.consts, kernel.const_values, strict=True)}
-    names["DSIZE"] = kernel.dtype_info.size
+    names = dict(zip((arg.name for arg in kernel.spec.args), values, strict=True)) | kernel.spec_names
     for requirement in kernel.spec.requires:
         if not requirement.holds(names):
             raise ArgumentError(f"{kernel.id}: {requirement.message} (requires {requirement.check})")

@@ -223,8 +223,7 @@ def performance_directives(kernel: Kernel) -> str:
     more loads in flight). (Asking for more CTAs per SM with .minnctapersm made ptxas spill the unrolled loop and
     halved throughput on the H200.)"""
     x, y, z = kernel.block_dim
-    names = {c.name: v for c, v in zip(kernel.spec.consts, kernel.const_values, strict=True)}
-    cap = kernel.spec.max_registers(names | {"DSIZE": kernel.dtype_info.size})
+    cap = kernel.spec.max_registers(kernel.spec_names)
     return f".maxntid {x}, {y}, {z}" + ("" if cap is None else f"\n.maxnreg {cap}")
 
 

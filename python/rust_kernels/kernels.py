@@ -72,9 +72,18 @@ class Kernel:
         return "__".join([self.name, self.dtype_key, *map(str, self.const_values)])
 
     @cached_property
+    def consts(self) -> dict[str, int]:
+        """The const values by name."""
+        return {c.name: v for c, v in zip(self.spec.consts, self.const_values, strict=True)}
+
+    @property
+    def spec_names(self) -> dict[str, int]:
+        """What the spec's expressions (preconditions, register caps) see besides arguments: consts and DSIZE."""
+        return self.consts | {"DSIZE": self.dtype_info.size}
+
+    @cached_property
     def kernel_source(self) -> str:
-        consts = {c.name: v for c, v in zip(self.spec.consts, self.const_values, strict=True)}
-        return codegen.kernel_source(self.spec, self.dtype_key, self.param_dtype, consts)
+        return codegen.kernel_source(self.spec, self.dtype_key, self.param_dtype, self.consts)
 
     @cached_property
     def entry_point_source(self) -> str:
@@ -104,8 +113,7 @@ class Kernel:
     @cached_property
     def block_dim(self) -> tuple[int, int, int]:
         """The CTA shape the kernel is written for."""
-        consts = {c.name: v for c, v in zip(self.spec.consts, self.const_values, strict=True)}
-        x, y, z = (consts[d] if isinstance(d, str) else d for d in self.spec.block)
+        x, y, z = (self.consts[d] if isinstance(d, str) else d for d in self.spec.block)
         return (x, y, z)
 
     def grid_dim(self, scalars: dict[str, int]) -> tuple[int | None, int | None, int | None]:

@@ -33,8 +33,8 @@ SHARED_PREFIX = "rust_kernels/"  # the package's shared templates, which no kern
 CONST_RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "usize": (0, 2**64 - 1)}
 # A const becomes the descriptor attribute of its lower-cased name: it may not be one the descriptor has already.
 RESERVED_FIELDS = frozenset(
-    """args block_dim const_values dtype dtype_info dtype_key entry_point_name entry_point_source grid_dim id
-    kernel_source name param_dtype shared_mem_bytes source source_sha256 spec""".split()
+    """args block_dim const_values consts dtype dtype_info dtype_key entry_point_name entry_point_source grid_dim id
+    kernel_source name param_dtype shared_mem_bytes source source_sha256 spec spec_names""".split()
 )
 MIN_REGISTERS, MAX_REGISTERS = 16, 255  # what a [[registers]] cap may be (ptxas' range for .maxnreg)
 PRECONDITION_NAMES = frozenset({"DSIZE"})  # names preconditions see besides the arguments and consts
