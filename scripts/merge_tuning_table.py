@@ -183,7 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         if options.carry_from:
             carried, refused = carry(table, options.carry_from)
             print(f"carried {carried} entries from {options.carry_from}; {refused} not (their kernels' PTX changed)")
-        table["entries"], dropped = prune(table)
+        kept, dropped = prune(table)
+    if merged and not kept:
+        print(f"{options.table.name}: no current candidate names any of its {merged} entries, so it is left as it was: "
+              "the sources every kernel's key includes changed (cuda_std, the crate templates)? --carry-from REV "
+              "keeps the entries of kernels whose PTX did not change", file=sys.stderr)  # fmt: skip
+        return 1
+    table["entries"] = kept
     write_table(options.table, table)
     print(f"{options.table.name}: {before} entries, {merged} merged, {len(table['entries'])} kept; dropped "
           f"{sum(dropped.values())}: {dict(dropped) or 'none'}")  # fmt: skip

@@ -45,3 +45,11 @@ def test_the_math_kernel_builds_to_ptx_that_ptxas_accepts(dtype):
     approx = ["ex2.approx.ftz.f32", "lg2.approx.ftz.f32", "tanh.approx.f32", "sin.approx.ftz.f32", "rcp.approx.ftz.f32"]
     assert all(insn in ptx for insn in approx) == (dtype == "f32")
     assert (ptx_path.parent / "kernel.sm_90.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_the_limits_check_catches_a_wrong_limit_and_a_lost_sign(ulp):
+    # SPECIALS: -inf, inf, NaN, -0, 0
+    assert ulp.limits_missed("exp_fast", "f32", np.array([0, np.inf, np.nan, 1, 1], np.float32)) == []
+    missed = ulp.limits_missed("exp_fast", "f32", np.array([np.nan, np.inf, np.nan, 1, 1], np.float32))
+    assert len(missed) == 1 and missed[0].startswith("exp_fast(-inf) = nan")
+    assert len(ulp.limits_missed("sin", "f64", np.array([np.nan, np.nan, np.nan, 0.0, 0.0]))) == 1  # sin(-0) = +0

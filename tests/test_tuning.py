@@ -627,3 +627,20 @@ def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candida
         second.label, 7.0)}})  # fmt: skip
     assert script.main(["--fresh", str(tmp_path / "only.json.gz"), "--table", str(tmp_path / "table.json.gz")]) == 0
     assert script.read(tmp_path / "table.json.gz")["entries"] == {names[1]: entry(second.label, 7.0)}
+
+
+def test_the_table_merge_script_leaves_a_table_no_candidate_names_as_it_was(tmp_path, capsys, merge_script):
+    """Every entry stale at once is the sign of a change to the sources every kernel's key includes, not of kernels
+    changed one by one: the table is kept and --carry-from is named."""
+    stale = {
+        "us": 1.0,
+        "plan": "batch_norm_2d_batch_stats__f32__old",
+        "reason": "",
+        "key": json.dumps([[2, 16, 4, 4], "f32", None, 16, "NVIDIA H200", 132]),
+    }
+    table = tmp_path / "table.json.gz"
+    merge_script.write_table(table, {"gpu": "NVIDIA H200", "sms": 132, "entries": {"f" * 40: stale}})
+    before = table.read_bytes()
+    assert merge_script.main(["--table", str(table)]) == 1
+    assert table.read_bytes() == before
+    assert "--carry-from" in capsys.readouterr().err

@@ -12,6 +12,7 @@ Exit status 1 when a function exceeds its bound in BOUNDS (the figures docs/math
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -78,6 +79,30 @@ BOUNDS = {
           "trunc": 0.0},
 }  # fmt: skip
 ABSOLUTE = {"sin_fast": 2.0**-20, "cos_fast": 2.0**-20}
+
+
+# The limits: every function at the infinities, NaN and both zeros (powf's special cases are tested in cuda_std),
+# against numpy's float64 functions (C99 Annex F), bit for bit but for NaN's payload.
+SPECIALS = (-np.inf, np.inf, np.nan, -0.0, 0.0)
+with np.errstate(all="ignore"):
+    LIMITS = {
+        "exp": np.exp, "exp2": np.exp2, "exp_m1": np.expm1, "ln": np.log, "log2": np.log2, "ln_1p": np.log1p,
+        "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "erf": np.vectorize(math.erf, otypes=[float]),
+        "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "rsqrt": lambda x: 1 / np.sqrt(x), "floor": np.floor,
+        "ceil": np.ceil, "round": np.round, "trunc": np.trunc, "recip": lambda x: 1 / x,
+    }  # fmt: skip
+
+
+LIMITED = [f for f in FUNCTIONS if f != "powf"]
+
+
+def limits_missed(func: str, dtype: str, got: np.ndarray) -> list[str]:
+    """The special inputs (SPECIALS) where `got` is not the function's limit."""
+    x = np.array(SPECIALS)
+    with np.errstate(all="ignore"):
+        want = LIMITS[func.removesuffix("_fast")](x).astype(NUMPY[dtype])
+    same = (got.view(f"u{got.itemsize}") == want.view(f"u{want.itemsize}")) | (np.isnan(got) & np.isnan(want))
+    return [f"{func}({a}) = {g}, not {w}" for a, g, w, ok in zip(x, got, want, same, strict=True) if not ok]
 
 
 def _mp_round(x: mp.mpf) -> mp.mpf:
@@ -204,20 +229,28 @@ def main(argv: list[str] | None = None) -> int:
             host = evaluate("host", dtype, data)
             same = {f: float(np.mean(host[f].view(f"u{host[f].itemsize}") == got[f].view(f"u{got[f].itemsize}")))
                     for f in funcs}  # fmt: skip
+            limits = {f: saved[f"{dtype}/{f}/limits"] for f in funcs if f in LIMITED}
         else:
             data = {f: inputs(f, dtype, options.n) for f in funcs}
             got = evaluate(options.backend, dtype, data)
+            special = np.array(SPECIALS, NUMPY[dtype])
+            limits = evaluate(options.backend, dtype, {f: (special, np.ones_like(special)) for f in funcs
+                                                       if f in LIMITED})  # fmt: skip
             same = None
         for f in funcs:
             keep |= {f"{dtype}/{f}/x": data[f][0], f"{dtype}/{f}/y": data[f][1], f"{dtype}/{f}/out": got[f]}
+        keep |= {f"{dtype}/{f}/limits": out for f, out in limits.items()}
         if not options.no_measure:
             rows, failed = report(dtype, data, got, same)
-            failures += failed
+            missed = [m for f, out in limits.items() for m in limits_missed(f, dtype, out)]
+            failures += failed + len(missed)
             print("\n".join(rows), flush=True)
+            print("\n".join(f"{dtype} limit missed: {m}" for m in missed) or f"{dtype}: every limit met", flush=True)
     if options.save:
         np.savez_compressed(options.save, **keep)
     if options.no_measure:  # nothing was compared: say so rather than report bounds as met
-        print(f"evaluated {len(keep) // 3} functions x dtypes on {options.backend}; not measured (--no-measure)"
+        evaluated = sum(k.endswith("/out") for k in keep)
+        print(f"evaluated {evaluated} functions x dtypes on {options.backend}; not measured (--no-measure)"
               + (f", saved to {options.save}" if options.save else ""))  # fmt: skip
         return 0
     print(f"{'all within bounds' if not failures else f'{failures} OVER their bounds'}")

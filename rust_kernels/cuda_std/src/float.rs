@@ -231,7 +231,14 @@ impl FastMath for f32 {
         let t = self * core::f32::consts::LOG2_E;
         let lo = self.mul_add(core::f32::consts::LOG2_E, -t) + self * LOG2_E_LO;
         let e = crate::arch::math::ex2_approx(t);
-        e.mul_add(lo * core::f32::consts::LN_2, e)
+        let r = e.mul_add(lo * core::f32::consts::LN_2, e);
+        // NaN only where 2^t alone is the answer: t infinite (lo = inf - inf), or 2^t overflowing with lo < 0
+        // (inf - inf); 0 or inf then, and a NaN x's NaN.
+        if r.is_nan() {
+            e
+        } else {
+            r
+        }
     }
     #[inline(always)]
     fn exp2_fast(self) -> f32 {
@@ -362,7 +369,7 @@ half_float!(
 
 #[cfg(test)]
 mod tests {
-    use super::{bf16, f16, Float};
+    use super::{bf16, f16, FastMath, Float};
 
     fn to_bf16(value: f32) -> u16 {
         bf16::from_acc(value).to_bits()
@@ -442,5 +449,25 @@ mod tests {
         assert_eq!(to_f16(65520.0), 0x7c00);
         assert_eq!(to_f16(-1e6), 0xfc00);
         assert_eq!(to_f16(f32::INFINITY), 0x7c00);
+    }
+
+    #[test]
+    fn fast_exp_takes_its_limits_at_infinities() {
+        // In the emulator, whose ex2.approx stand-in is exact: the limits come from exp_fast's own arithmetic.
+        let inf = f32::INFINITY;
+        assert_eq!(inf.exp_fast(), inf);
+        assert_eq!((-inf).exp_fast().to_bits(), 0);
+        assert_eq!(3e38f32.exp_fast(), inf, "x log2 e overflowing");
+        assert_eq!((-3e38f32).exp_fast(), 0.0);
+        assert!(f32::NAN.exp_fast().is_nan());
+        assert_eq!(0.0f32.exp_fast(), 1.0);
+        // 2^t overflowing where the low part is negative: 89 log2 e rounds up in f32.
+        let x = (1..1000).map(|i| 88.8 + i as f32 * 1e-3).find(|x| {
+            let t = x * core::f32::consts::LOG2_E;
+            x.mul_add(core::f32::consts::LOG2_E, -t) < 0.0
+        });
+        assert_eq!(x.expect("such an x").exp_fast(), inf);
+        assert_eq!(inf.exp2_fast(), inf);
+        assert_eq!((-inf).exp2_fast(), 0.0);
     }
 }

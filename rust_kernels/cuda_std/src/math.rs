@@ -163,6 +163,9 @@ fn exp_m1_reduced<T: Ieee>(r: T) -> T {
 }
 
 pub(crate) fn exp_m1<T: Ieee>(x: T) -> T {
+    if x == T::c(0.0) {
+        return x; // -0 keeps its sign, which the polynomial loses
+    }
     if abs(x) <= T::c(core::f64::consts::LN_2 / 2.0) {
         return exp_m1_reduced(x);
     }
@@ -340,6 +343,9 @@ fn sin_cos_reduced<T: Ieee>(r: T) -> (T, T) {
 }
 
 pub(crate) fn sin<T: Ieee>(x: T) -> T {
+    if x == T::c(0.0) {
+        return x; // -0 keeps its sign, which the reduction loses
+    }
     let (r, q) = reduce_pio2(x);
     let (s, c) = sin_cos_reduced(r);
     match q {
@@ -641,6 +647,15 @@ mod tests {
         assert_eq!(GpuFloat::sigmoid(-inf), 0.0);
         assert_eq!(GpuFloat::sigmoid(inf), 1.0);
         assert!(GpuFloat::sin(inf).is_nan() && GpuFloat::cos(f32::NAN).is_nan());
+        for f in [
+            GpuFloat::sin as fn(f32) -> f32,
+            GpuFloat::exp_m1,
+            GpuFloat::tanh,
+            GpuFloat::erf,
+            GpuFloat::ln_1p,
+        ] {
+            assert_eq!(f(-0.0).to_bits(), (-0.0f32).to_bits(), "-0 keeps its sign");
+        }
     }
 
     #[test]
