@@ -3,7 +3,8 @@
 GPU, later files' entries replacing earlier ones of the same name, then drops every entry that no current candidate
 plan can name: an entry's name hashes its kernels' source keys, so a kernel changed since it was timed leaves it
 unreachable. For each key in the table every registry op with candidates is asked for its plans (training and eval
-mode, every activation, deterministic or not). Needs no GPU; prints what it kept and dropped.
+mode, every activation, deterministic or not). Needs no GPU; prints what it kept and dropped. A merge that would keep
+no entry at all writes nothing and names --carry-from (every name changes with the sources all kernels include).
 
     python scripts/merge_tuning_table.py [EXPORTED.json.gz ...]   # merge into, and prune, the H200 table
     python scripts/merge_tuning_table.py --fresh EXPORTED.json.gz ...   # the exports alone replace its entries
