@@ -105,7 +105,8 @@ def digest_at(rev: str, arch: str) -> str:
 
 def carry(table: dict[str, Any], rev: str, arch: str = "sm_90") -> tuple[int, int]:
     """Names anew the entries named under commit `rev`'s sources whose kernels all build to the PTX they built to at
-    `rev`. Returns (carried, not carried: a kernel's PTX changed or was not in the cache)."""
+    `rev`, in place of their old names. Returns (carried, not carried: a kernel's PTX changed or was not in the
+    cache); what is not carried keeps its old name, which the prune then drops."""
     gpu = tuning.Gpu(table["gpu"], table["sms"], arch, 0)
     digest = digest_at(rev, arch)
     then = mock.patch.object(builder, "_tree_digest", lambda _arch: digest)
@@ -121,7 +122,7 @@ def carry(table: dict[str, Any], rev: str, arch: str = "sm_90") -> tuple[int, in
                 builder.build(kernel, arch).read_bytes()  # fmt: skip
         return seen[now]
 
-    entries, carried, refused = table["entries"], {}, 0
+    entries, carried, old_names, refused = table["entries"], {}, set(), 0
     for key in sorted({e["key"] for e in entries.values()}):
         for plan in candidate_plans(key, gpu):
             with then:
@@ -130,8 +131,11 @@ def carry(table: dict[str, Any], rev: str, arch: str = "sm_90") -> tuple[int, in
                 continue
             if all(unchanged(launch.kernel) for launch in plan.launches):
                 carried[tuning.entry_name(key, plan, arch)] = entries[old]
+                old_names.add(old)
             else:
                 refused += 1
+    for old in old_names - carried.keys():
+        del entries[old]
     entries.update(carried)
     return len(carried), refused
 
