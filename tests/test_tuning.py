@@ -579,7 +579,7 @@ def test_the_table_merge_script_names_the_candidates_of_ops_with_other_full_size
     from rust_kernels import ops
 
     h200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 0)
-    full = np.zeros((2, 8, 4, 4), np.float32).transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2)  # channels_last
+    full = np.zeros((2, 4, 4, 8), np.float32).transpose(0, 3, 1, 2)  # channels_last, viewed as NCHW
     c = np.ones(8, np.float32)
     placement = Placement(16, 132)
     for op, arrays in ((ops.batch_norm_2d_add_relu_forward.op, (full, full, c, c, c, c)),
