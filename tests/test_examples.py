@@ -52,3 +52,9 @@ def test_the_row_bounds_catch_an_error_of_a_part_in_ten_thousand(rows, name):
     want = case.reference(data["x"], *(data[e] for e in case.extra))
     tol = case.bound(data["x"], data, want, rows.UNIT["f32"], 128, "f32")
     assert (np.abs(want) * 1e-4 > tol).any()
+
+
+def test_the_readme_shows_the_softmax_body_as_it_is():
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    shown = readme.split("The softmax body, whole", 1)[1].split("```rust\n", 1)[1].split("```", 1)[0]
+    assert shown == (EXAMPLES / "rows" / "softmax.rs.j2").read_text()

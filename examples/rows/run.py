@@ -62,8 +62,10 @@ def gelu(x, bias, approximate: bool) -> np.ndarray:
 
 
 def gelu_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
-    """Every intermediate is bounded by |x + bias| (erf/tanh within 2 ulps, its argument and the products a few
-    roundings each) and the cubic term by |u|^3: at most 10 roundings of those."""
+    """Every intermediate is bounded by |x + bias| (erf within 2 ulps, its argument and the products a few
+    roundings each) and the cubic term by |u|^3: at most 10 roundings of those. The tanh form is u sigmoid(2 z),
+    its sigmoid within 14 u relatively with exp_fast and recip_fast (all but f64), and |y| <= |u|: 10 u |u| + 4 u |y|
+    covers it."""
     a = np.abs(x + inputs["bias"])
     return 10 * u * (a + GELU_CUBIC * a**3 * (1 + a)) + 4 * u * np.abs(want)
 
@@ -74,13 +76,17 @@ def softmax(x) -> np.ndarray:
 
 
 def softmax_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
-    """exp(v - max) errs by |v - max| u (the rounded difference) plus 2 ulps; the sum adds its depth (a thread's
-    elements, the CTA's tree) and every rescaling's error, bounded by the largest |v - max|. With 16-bit storage
-    the template takes exp_fast, which errs by up to 4 ulps (8 u) more, in the numerator and in the sum."""
+    """y = exp(v - max) / sum. A row in registers sums exp(v - max); a streamed one sums each thread's exp(v - m), m
+    its running maximum, rescaled as m grows, then merges the threads' (m, sum) over the CTA's tree (5 shuffle levels
+    and one per doubling of warps), each merge rescaling a partial sum. Each difference errs by at most |v - max| u,
+    each exponential by E (2 ulps; exp_fast, in all but f64, 4 more; an ulp is at most 2 u), each rescaling of a
+    term by its shift (a term's shifts add up to at most the row's largest |v - max|), E and its product's rounding;
+    the sum adds a thread's k elements and the tree's levels; the quotient and the product round once each."""
     spread = np.where(np.isfinite(x), x.max(axis=1, keepdims=True) - x, 0)  # a masked element's want is 0
-    depth = math.ceil(x.shape[1] / block) + 12
-    fast = 16 if dtype in ("bf16", "f16") else 0
-    return (spread + 3 + fast + spread.max(axis=1, keepdims=True) * 2 + depth + 4) * u * np.abs(want)
+    k = math.ceil(x.shape[1] / block)
+    merges = 5 + int(math.log2(max(1, block // 32)))
+    e = 4 + (8 if dtype != "f64" else 0)
+    return (spread + 2 * spread.max(axis=1, keepdims=True) + (k + merges + 2) * (e + 2) + 2) * u * np.abs(want)
 
 
 def layer_norm(x, weight, bias) -> np.ndarray:
@@ -120,8 +126,9 @@ PROGRAM = rust_kernels.Program(Path(__file__).resolve().parent)
 
 
 def block_for(n: int, lanes: int) -> int:
-    """Threads per row: about two 16-byte packs each, 64 to 1024."""
-    return max(64, min(1024, _pow2_at_least(n / (2 * lanes))))
+    """Threads per row: about four 16-byte packs each, 64 to 512 (measured on the H200 over 512-16384 columns:
+    docs/results/h200-2026-12-04-rows-fast-math/)."""
+    return max(64, min(512, _pow2_at_least(n / (4 * lanes))))
 
 
 def make_inputs(case: Case, m: int, n: int, storage: Any, seed: int = 0) -> dict[str, np.ndarray]:

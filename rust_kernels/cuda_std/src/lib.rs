@@ -46,6 +46,6 @@ pub mod prelude {
     pub use crate::kernel;
     pub use crate::mem::{DevicePtr, StoreAcc};
     pub use crate::pack::{Lanes, Pack, Pack8};
-    pub use crate::reduce::{self, Welford};
+    pub use crate::reduce::{self, MaxSum, Welford};
     pub use crate::{atomic, row, shared, thread, warp};
 }

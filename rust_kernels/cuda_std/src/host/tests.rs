@@ -1500,7 +1500,8 @@ fn c_abi_cancel_interrupts_a_launch() {
     assert!(latency < PROMPTLY, "took {latency:?}");
 }
 
-/// Per CTA: sum and max of its threads' values, and the Welford statistics, each seen by every thread.
+/// Per CTA: sum and max of its threads' values, the Welford statistics and the softmax statistics (`MaxSum`, the
+/// first thread's value masked as -inf), each seen by every thread.
 #[kernel]
 unsafe fn block_reductions(x: *mut f64, out: *mut f64) {
     let tid = thread_idx_x() as usize;
@@ -1512,19 +1513,29 @@ unsafe fn block_reductions(x: *mut f64, out: *mut f64) {
         let sum = reduce::block_sum(v, scratch);
         let max = reduce::block_max(v, scratch);
         let stats = Welford::EMPTY.push(v).block_merge(scratch);
-        let row = (base + tid) * 4;
+        let masked = if tid == 0 { f64::NEG_INFINITY } else { v };
+        let softmax = MaxSum::<f64, false>::EMPTY.push(masked).block_merge(scratch);
+        let row = (base + tid) * 6;
         out.store(row, sum);
         out.store(row + 1, max);
         out.store(row + 2, stats.mean);
         out.store(row + 3, stats.variance());
+        out.store(row + 4, softmax.max);
+        out.store(row + 5, softmax.sum);
     }
 }
 
 #[test]
 fn block_reductions_give_every_thread_the_ctas_result() {
-    let (ctas, n) = (3, 96);
+    // Three warps (through shared memory), and one (by shuffles alone).
+    for n in [96, 32] {
+        block_reductions_of(3, n);
+    }
+}
+
+fn block_reductions_of(ctas: usize, n: usize) {
     let mut x: Vec<f64> = (0..ctas * n).map(|i| ((i * 37) % 101) as f64 - 50.0).collect();
-    let mut out = vec![0.0; ctas * n * 4];
+    let mut out = vec![0.0; ctas * n * 6];
     let args = [buffer(&mut x), buffer(&mut out)];
     launch(
         &block_reductions__HOST,
@@ -1536,8 +1547,17 @@ fn block_reductions_give_every_thread_the_ctas_result() {
         let values = &x[b * n..(b + 1) * n];
         let mean = values.iter().sum::<f64>() / n as f64;
         let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+        let unmasked = &values[1..];
+        let softmax_max = unmasked.iter().cloned().fold(f64::MIN, f64::max);
+        let softmax_sum: f64 = unmasked.iter().map(|v| (v - softmax_max).exp()).sum();
         for t in 0..n {
-            let got = &out[(b * n + t) * 4..(b * n + t) * 4 + 4];
+            let got = &out[(b * n + t) * 6..(b * n + t) * 6 + 6];
+            assert_eq!(got[4], softmax_max);
+            assert!(
+                (got[5] - softmax_sum).abs() <= 1e-13 * softmax_sum,
+                "{} vs {softmax_sum}",
+                got[5]
+            );
             assert_eq!(got[0], values.iter().sum::<f64>());
             assert_eq!(got[1], values.iter().cloned().fold(f64::MIN, f64::max));
             assert!(
