@@ -10,10 +10,11 @@ no entry at all writes nothing and names --carry-from (every name changes with t
     python scripts/merge_tuning_table.py --fresh EXPORTED.json.gz ...   # the exports alone replace its entries
     python scripts/merge_tuning_table.py --carry-from REV   # keep the timings of kernels whose PTX did not change
 
---carry-from is for a change to sources every kernel's key includes (cuda_std, the crate templates): each entry
-named under commit REV's sources is named anew where every kernel of its plan builds to the same PTX as it did at
-REV. REV's PTX is read from the build cache (where building at REV left it: `bash scripts/build_wheel.sh` there);
-today's is built. An entry whose kernels changed, or whose REV PTX is not in the cache, is dropped.
+--carry-from is for a change to sources kernels' keys include (cuda_std, the crate templates, a family's templates or
+specs): each entry named under commit REV's sources (its kernels' source keys as REV's own code computes them, in a
+worktree of REV) is named anew where every kernel of its plan builds to the same PTX as it did at REV. REV's PTX is
+read from the build cache (where building at REV left it: `bash scripts/build_wheel.sh` there); today's is built.
+An entry whose kernels changed, or whose REV PTX is not in the cache, is dropped.
 
 --fresh is for timings the tuner took wrongly before (12-02: host time inside the spans of calls on the legacy default
 stream): the table keeps none of its entries, only the exports' (re-timed with `tune --force`).
@@ -87,20 +88,39 @@ def candidate_plans(key: str, gpu: tuning.Gpu) -> Iterator[Plan]:
                 yield from op.candidates(problem, placement)
 
 
-def digest_at(rev: str, arch: str) -> str:
-    """The digest of the sources every kernel's key includes, as commit `rev`'s own code computes it."""
+# Run in commit REV's checkout: each kernel id read from stdin (as Kernel.id writes it) to its source key there, or
+# None where REV has no such instance.
+_REV_KEYS = """
+import json, sys
+from rust_kernels import builder, kernels
+classes = {cls.spec.name: cls for cls in kernels.CATALOGUE.values()}
+out = {}
+for kid in json.load(sys.stdin):
+    name, key, *values = kid.split("__")
+    dtype, _, param = key.partition("-")
+    try:
+        kernel = classes[name](*map(int, values), dtype=dtype, param_dtype=param or None)
+        out[kid] = builder.source_key(kernel, sys.argv[1])
+    except Exception:
+        out[kid] = None
+print(json.dumps(out))
+"""
+
+
+def source_keys_at(rev: str, arch: str, ids: list[str]) -> dict[str, str | None]:
+    """The source keys the kernels `ids` had at commit `rev` (its templates, specs and crate sources), as that
+    commit's own code computes them; None for a kernel `rev` did not have."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
                        capture_output=True)  # fmt: skip
         try:
-            code = "import sys; from rust_kernels import builder; print(builder._tree_digest(sys.argv[1]))"
             env = {**os.environ, "PYTHONPATH": str(tree / "python")}
-            done = subprocess.run([sys.executable, "-c", code, arch], env=env, check=True, capture_output=True,
-                                  text=True, cwd=tmp)  # fmt: skip
+            done = subprocess.run([sys.executable, "-c", _REV_KEYS, arch], env=env, check=True, capture_output=True,
+                                  text=True, cwd=tmp, input=json.dumps(ids))  # fmt: skip
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
-    return done.stdout.strip()
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 def carry(table: dict[str, Any], rev: str, arch: str = "sm_90") -> tuple[int, int]:
@@ -108,32 +128,32 @@ def carry(table: dict[str, Any], rev: str, arch: str = "sm_90") -> tuple[int, in
     `rev`, in place of their old names. Returns (carried, not carried: a kernel's PTX changed or was not in the
     cache); what is not carried keeps its old name, which the prune then drops."""
     gpu = tuning.Gpu(table["gpu"], table["sms"], arch, 0)
-    digest = digest_at(rev, arch)
-    then = mock.patch.object(builder, "_tree_digest", lambda _arch: digest)
+    entries = table["entries"]
+    plans = [(key, plan) for key in sorted({e["key"] for e in entries.values()}) for plan in candidate_plans(key, gpu)]
+    then = source_keys_at(rev, arch, sorted({launch.kernel.id for _, plan in plans for launch in plan.launches}))
     seen: dict[str, bool] = {}
 
     def unchanged(kernel: Kernel) -> bool:
-        now = builder.source_key(kernel, arch)
-        if now not in seen:
-            with then:
-                key = kcache.resolve(builder.source_key(kernel, arch))
+        if kernel.id not in seen:
+            key = kcache.resolve(then[kernel.id])  # type: ignore[arg-type]
             entry = kcache.read_entry(key) if key else None
-            seen[now] = entry is not None and entry.file("kernel.ptx").read_bytes() == \
+            seen[kernel.id] = entry is not None and entry.file("kernel.ptx").read_bytes() == \
                 builder.build(kernel, arch).read_bytes()  # fmt: skip
-        return seen[now]
+        return seen[kernel.id]
 
-    entries, carried, old_names, refused = table["entries"], {}, set(), 0
-    for key in sorted({e["key"] for e in entries.values()}):
-        for plan in candidate_plans(key, gpu):
-            with then:
-                old = tuning.entry_name(key, plan, arch)
-            if old not in entries:
-                continue
-            if all(unchanged(launch.kernel) for launch in plan.launches):
-                carried[tuning.entry_name(key, plan, arch)] = entries[old]
-                old_names.add(old)
-            else:
-                refused += 1
+    carried, old_names, refused = {}, set(), 0
+    for key, plan in plans:
+        if any(then[launch.kernel.id] is None for launch in plan.launches):
+            continue  # a kernel new since rev: no entry was named under its sources
+        with mock.patch.object(builder, "source_key", lambda kernel, _arch=None: then[kernel.id]):
+            old = tuning.entry_name(key, plan, arch)
+        if old not in entries:
+            continue
+        if all(unchanged(launch.kernel) for launch in plan.launches):
+            carried[tuning.entry_name(key, plan, arch)] = entries[old]
+            old_names.add(old)
+        else:
+            refused += 1
     for old in old_names - carried.keys():
         del entries[old]
     entries.update(carried)

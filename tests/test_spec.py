@@ -152,6 +152,20 @@ def test_a_parameter_dtype_is_a_spec_axis_not_a_copy():
     assert not list(FAMILY.glob("*_mixed.toml"))
 
 
+def test_an_instance_failing_a_precondition_over_its_consts_alone_is_not_in_the_catalogue():
+    """VECTORIZED = 3 (packs over the flat NCHW tensor) only with CHANNELS_LAST = 0: the other combination is left
+    out of instances(), named by the precondition's message; the rest stay."""
+    from rust_kernels.kernels import BatchNorm2dNormalize, instances  # type: ignore[attr-defined]
+
+    listed = {k.const_values for k in instances([BatchNorm2dNormalize], dtypes=("f32",))}
+    assert listed == {(256, v, cl) for v in range(4) for cl in (0, 1)} - {(256, 3, 1)}
+    flat_cl = BatchNorm2dNormalize(256, 3, 1, dtype="f32")
+    assert flat_cl.spec.impossible(flat_cl.spec_names) == ("VECTORIZED = 3 is NCHW's (CHANNELS_LAST = 0): "
+                                                           "channels_last has its own packs (1, 2)")  # fmt: skip
+    flat_nchw = BatchNorm2dNormalize(256, 3, 0, dtype="f32")
+    assert flat_nchw.spec.impossible(flat_nchw.spec_names) is None
+
+
 def test_param_dtypes_need_a_p_argument(tmp_path):
     text = GOOD.replace('dtypes = ["f32", "f64", "bf16", "f16"]', 'dtypes = ["bf16"]\nparam_dtypes = ["f32"]')
     with pytest.raises(SpecError, match="param_dtypes is set but no argument has type P"):

@@ -192,6 +192,61 @@ def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for
     assert len(large.launches) == 2
 
 
+@pytest.mark.parametrize("activation", [None, "relu", "add_relu"])
+@pytest.mark.parametrize(("key", "shape"), [("bf16-f32", (3, 8, 3, 3)), ("f16", (2, 12, 5, 5)),
+                                            ("f32", (2, 6, 7, 7)), ("f64", (2, 3, 3, 5))])  # fmt: skip
+def test_the_flat_elementwise_packs_equal_one_element_at_a_time_bit_for_bit(key, shape, activation):
+    """NCHW rows that no pack divides: the elementwise launches' 16-byte packs over the flat tensor (VECTORIZED 3,
+    a pack spanning two channels, the last channel's next being channel 0 of the next image) give every output
+    bit-identical to the same plans one element at a time, with a fused activation and with the residual add + ReLU;
+    the rule takes them for such shapes."""
+    from rust_kernels.families.batch_norm import residual, training
+
+    dtype, param = common.split_key(key)
+    act, par = (DTYPES[d].numpy_dtype() for d in (dtype, param))
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(act)
+    dy, res = (rng.standard_normal(shape).astype(act) for _ in range(2))
+    channels = shape[1]
+    weight, bias = rng.uniform(0.5, 1.5, channels).astype(par), rng.standard_normal(channels).astype(par)
+    code = training.ACTIVATIONS.get(activation, 0)
+    assert training.elementwise_mode(shape, dtype, 16, False) == training.FLAT
+    large = (128, 96, 35, 35)  # two launches (a channel too large for the one-launch kernels)
+    assert training.plan("forward", large, dtype, param, 16, 132, False, code).launches[-1].kernel.vectorized == 3
+
+    def run(packs: int) -> list[np.ndarray]:
+        build = residual.forward_plan if activation == "add_relu" else training.forward
+        forward = build(shape, dtype, param, 0, False, 1, split=1, activation=code, packs=packs)
+        backward = training.backward(shape, dtype, param, 0, False, 1, split=1, activation=code, packs=packs)
+        assert forward.launches[-1].kernel.vectorized == backward.launches[-1].kernel.vectorized == packs
+        mean, var = np.zeros(channels, par), np.ones(channels, par)
+        if activation == "add_relu":
+            y, save_mean, save_invstd = ops.batch_norm_2d_add_relu_forward(x, res, weight, bias, mean, var, 0.1, EPS,
+                                                                           backend="host", plan=forward)  # fmt: skip
+            grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
+                                               backend="host", plan=backward)  # fmt: skip
+        elif activation:
+            y, save_mean, save_invstd = ops.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, activation,
+                                                                      backend="host", plan=forward)  # fmt: skip
+            grads = ops.batch_norm_2d_act_backward(dy, x, weight, bias, save_mean, save_invstd, EPS, activation,
+                                                   backend="host", plan=backward)  # fmt: skip
+        else:
+            y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS,
+                                                                  backend="host", plan=forward)  # fmt: skip
+            grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
+                                               backend="host", plan=backward)  # fmt: skip
+        return [y, save_mean, save_invstd, mean, var, *grads]
+
+    flat, single = run(training.FLAT), run(0)
+    for a, b in zip(flat, single, strict=True):
+        assert np.array_equal(a, b, equal_nan=True)
+    if activation is None:
+        close = {"f64": 1e-13, "f32": 1e-5}.get(key, 1e-2)
+        assert relative(flat[0], reference_forward(x, weight, bias, 0, 1, 0.1)[0]) < close
+        want = reference_backward(dy, x, weight, flat[1], flat[2])
+        assert relative(flat[5], want[0]) < close
+
+
 # --- PyTorch --------------------------------------------------------------------------------------------------------
 torch = pytest.importorskip("torch")
 import rust_kernels.torch as rk_torch  # noqa: E402

@@ -591,6 +591,28 @@ def test_the_table_merge_script_names_the_candidates_of_ops_with_other_full_size
         assert len(names) >= 2 and names <= merge_script.current_names(key, h200), op.name
 
 
+def test_the_carry_names_kernels_by_the_sources_of_the_commit_it_carries_from(merge_script):
+    """--carry-from computes each kernel's old source key in a worktree of that commit, with that commit's templates
+    and specs (a template change renames every instance of its specs, the unchanged PTX of most of them carries): at
+    HEAD, for kernels this checkout has not changed since, the keys builder.source_key gives here; None for a kernel
+    HEAD has no such instance of."""
+    import subprocess
+
+    from rust_kernels import builder
+    from rust_kernels.kernels import BatchNorm2dBatchStats, RmsNormForward  # type: ignore[attr-defined]
+
+    root = Path(merge_script.__file__).resolve().parents[1]
+    changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "codegen", "rust_kernels"],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    if changed:
+        pytest.skip(f"the checkout's kernel sources differ from HEAD's: {changed.splitlines()[0]}")
+    kernels = [BatchNorm2dBatchStats(256, 1, 1, dtype="bf16", param_dtype="f32"), RmsNormForward(256, dtype="f32")]
+    ids = [k.id for k in kernels] + ["batch_norm_2d_batch_stats__f32__256__9__9"]
+    keys = merge_script.source_keys_at("HEAD", "sm_90", ids)
+    assert [keys[k.id] for k in kernels] == [builder.source_key(k, "sm_90") for k in kernels]
+    assert keys[ids[-1]] is None
+
+
 def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candidate_names(tmp_path, capsys,
                                                                                       merge_script):  # fmt: skip
     """scripts/merge_tuning_table.py: an exported table's entries merge in (a later time replaces an earlier one of

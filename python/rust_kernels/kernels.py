@@ -161,14 +161,17 @@ def family_directories() -> list:
 
 def instances(classes: Iterable[type[Kernel]] | None = None, dtypes: tuple[str, ...] | None = None) -> list[Kernel]:
     """Every instance of the given kernel classes (default: the catalogue): each dtype, parameter dtype and const
-    combination."""
+    combination that can launch (one failing a precondition over its consts alone, such as a mode of one memory
+    format only, is left out)."""
     out = []
     for cls in CATALOGUE.values() if classes is None else classes:
         spec = cls.spec
         for dtype in spec.dtypes if dtypes is None else [d for d in dtypes if d in spec.dtypes]:
             for param in spec.params_for(dtype):
                 for values in itertools.product(*(c.values() for c in spec.consts)):
-                    out.append(cls(*values, dtype=dtype, param_dtype=param))
+                    kernel = cls(*values, dtype=dtype, param_dtype=param)
+                    if spec.impossible(kernel.spec_names) is None:
+                        out.append(kernel)
     return out
 
 

@@ -117,6 +117,10 @@ class Requirement:
     message: str
     code: tuple[CodeType, CodeType]
 
+    def of_instance(self, names: Mapping[str, int]) -> bool:
+        """Whether `names` (an instance's consts and DSIZE) are all this precondition reads."""
+        return {n for code in self.code for n in code.co_names} <= names.keys()
+
     def holds(self, names: Mapping[str, int | float]) -> bool:
         """Whether the precondition holds for these values; arithmetic that fails (a modulo by zero) is an
         ArgumentError naming the precondition and the values it read."""
@@ -169,6 +173,11 @@ class KernelSpec:
     # (torch.autocast's pairing), not a copy of the spec. Empty where the spec has no P.
     param_dtypes: tuple[str, ...] = ()
     registers: tuple[RegisterCap, ...] = ()  # [[registers]]: the first whose `when` holds caps an instance
+
+    def impossible(self, names: Mapping[str, int]) -> str | None:
+        """Why no launch of the instance whose consts (and DSIZE) are `names` can run: the message of a precondition
+        over those alone that fails (the catalogue leaves such instances out), else None."""
+        return next((r.message for r in self.requires if r.of_instance(names) and not r.holds(names)), None)
 
     def max_registers(self, names: Mapping[str, int]) -> int | None:
         """The register cap of the instance whose consts (and DSIZE) are `names`, or None (ptxas decides)."""

@@ -531,11 +531,17 @@ Build = Callable[[Any, str, int], Any]  # build(torch, name, classes) -> an nn.M
 Convert = Callable[[Any], Any]  # convert(model) -> the model with its BatchNorm2d modules ours
 
 
+# Models whose training-mode output is (logits, auxiliary logits) unless their auxiliary heads are left out.
+AUXILIARY_HEADS = ("inception_v3", "googlenet")
+
+
 def torchvision_model(torch: Any, name: str, classes: int) -> Any:
-    """A torchvision classification model with fresh weights (weights=None: nothing is downloaded)."""
+    """A torchvision classification model with fresh weights (weights=None: nothing is downloaded), without the
+    auxiliary heads of AUXILIARY_HEADS (the step's loss is on the logits alone)."""
     import torchvision
 
-    return torchvision.models.get_model(name, weights=None, num_classes=classes)
+    extra = {"aux_logits": False} if name in AUXILIARY_HEADS else {}
+    return torchvision.models.get_model(name, weights=None, num_classes=classes, **extra)
 
 
 def unavailable() -> str | None:

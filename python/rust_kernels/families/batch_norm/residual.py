@@ -32,11 +32,12 @@ BACKWARD_KERNELS = (BatchNorm2dAddReluMask, BatchNorm2dBackwardReduce, BatchNorm
 
 
 def forward_plan(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-                 split: int | None = None, ctas: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
+                 split: int | None = None, ctas: int | None = None, activation: int = 0, packs: int | None = None
+                 ) -> Plan:  # fmt: skip
     """The statistics launch, then the normalize launch with the residual added and the ReLU (`activation`: the
-    signature training.around builds with; none is fused besides the ReLU)."""
+    signature training.around builds with; none is fused besides the ReLU), in pack mode `packs` where given."""
     return training.forward(shape, dtype, param, vectorized, channels_last, sms, split, ctas,
-                            normalize=BatchNorm2dNormalizeAddRelu)  # fmt: skip
+                            normalize=BatchNorm2dNormalizeAddRelu, packs=packs)  # fmt: skip
 
 
 def mask(shape: common.Shape4, dtype: str, alignment: int, sms: int) -> Plan:
@@ -68,7 +69,8 @@ def _forward_args(problem: Problem, placement: Placement) -> tuple[Any, ...]:
 def _choose_forward(problem: Problem, placement: Placement) -> Plan:
     shape, dtype, param, alignment, sms, channels_last = _forward_args(problem, placement)
     vectorized = training.vector_mode(shape, dtype, alignment, channels_last)
-    return forward_plan(shape, dtype, param, vectorized, channels_last, sms)
+    packs = training.elementwise_mode(shape, dtype, alignment, channels_last)
+    return forward_plan(shape, dtype, param, vectorized, channels_last, sms, packs=packs)
 
 
 def _candidates_forward(problem: Problem, placement: Placement) -> tuple[Plan, ...]:

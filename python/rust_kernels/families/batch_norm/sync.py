@@ -28,6 +28,7 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
 from rust_kernels.runtime import Input, Op, Output, Placement, Plan, Problem
 
 Describe = Callable[[dict[str, Any], dict[str, Any], str], Problem]
+ELEMENTWISE = (BatchNorm2dNormalize, BatchNorm2dBackwardElementwise)
 SAVED = ("save_mean", "save_invstd")  # the statistics a rank normalises with: the merged ones
 
 
@@ -37,9 +38,10 @@ def plan(kind: type, shape: common.Shape4, dtype: str, param: str, alignment: in
     """The launch of `kind` (a reduction: the statistics or the backward's sums; else an elementwise pass) that the
     training plans would make, in the widest pack the arrays allow; `grid`: the reduction's split or the
     elementwise launch's CTAs instead of the rule's."""
+    if kind in ELEMENTWISE:
+        packs = training.elementwise_mode(shape, dtype, alignment, channels_last)
+        return training.elementwise(kind, shape, dtype, param, packs, channels_last, sms, grid)
     vectorized = training.vector_mode(shape, dtype, alignment, channels_last)
-    if kind in (BatchNorm2dNormalize, BatchNorm2dBackwardElementwise):
-        return training.elementwise(kind, shape, dtype, param, vectorized, channels_last, sms, grid)
     width = 2 if kind is BatchNorm2dBackwardReduce else 3
     return training.reduction(kind, shape, dtype, param, vectorized, channels_last, sms, grid, width)
 
@@ -47,11 +49,11 @@ def plan(kind: type, shape: common.Shape4, dtype: str, param: str, alignment: in
 @cache
 def _candidates(kind: type, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
                 channels_last: bool) -> tuple[Plan, ...]:  # fmt: skip
-    vectorized = training.vector_mode(shape, dtype, alignment, channels_last)
-    around = (training.grids_around if kind in (BatchNorm2dNormalize, BatchNorm2dBackwardElementwise)
-              else training.splits_around)  # fmt: skip
+    elementwise = kind in ELEMENTWISE
+    mode = (training.elementwise_mode if elementwise else training.vector_mode)(shape, dtype, alignment, channels_last)
+    around = training.grids_around if elementwise else training.splits_around
     own = plan(kind, shape, dtype, param, alignment, sms, channels_last)
-    grids = around(shape, dtype, vectorized, channels_last, sms)
+    grids = around(shape, dtype, mode, channels_last, sms)
     return tuple(
         dict.fromkeys([own, *(plan(kind, shape, dtype, param, alignment, sms, channels_last, g) for g in grids)])
     )

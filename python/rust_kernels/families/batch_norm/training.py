@@ -75,6 +75,7 @@ MAX_COLS = 32
 ELEMENTWISE_BLOCK = 256
 WAVES = 4  # the elementwise grid: at most this many waves of full SMs, each thread then strides on
 COLUMN_UNITS = 16
+FLAT = 3  # the NCHW elementwise kernels' VECTORIZED mode: 16-byte packs over the flat tensor, spanning channels
 # The one-launch kernels where a channel's activations take at most this many bytes (scaled down by C / SMs where the
 # channels do not fill the GPU: each CTA then streams more of the tensor): L2 keeps them for the second read, and one
 # CTA's threads keep enough loads in flight. Their CTA: the largest of FUSED_BLOCKS giving each thread 4 units (small
@@ -92,6 +93,22 @@ def lanes(vectorized: int, dtype: str) -> int:
 def vector_mode(shape: common.Shape4, dtype: str, alignment: int, channels_last: bool) -> int:
     """The widest pack dividing the contiguous run (H*W for NCHW, C for channels_last) and the alignment."""
     return common.vector_mode(shape[1] if channels_last else shape[2] * shape[3], dtype, alignment)
+
+
+def elementwise_mode(shape: common.Shape4, dtype: str, alignment: int, channels_last: bool) -> int:
+    """The elementwise launches' pack mode: vector_mode's, else for NCHW rows that no pack divides FLAT (16-byte packs
+    over the tensor as one stream) where such packs tile it and H*W holds one (a pack then spans at most two
+    channels). Measured on the H200 (bf16, 35x35 and 149x149 rows): one element at a time, these launches ran at half
+    the bandwidth of torch.compile's."""
+    mode = vector_mode(shape, dtype, alignment, channels_last)
+    return FLAT if not (mode or channels_last or alignment % 16) and flat_fits(shape, dtype) else mode
+
+
+def flat_fits(shape: common.Shape4, dtype: str) -> bool:
+    """Whether FLAT can run this NCHW shape where no pack divides H*W: 16-byte packs of 2+ lanes tile the tensor and
+    H*W holds one."""
+    hw, packed = shape[2] * shape[3], lanes(FLAT, dtype)
+    return packed >= 2 and hw % packed != 0 and hw >= packed and math.prod(shape) % packed == 0
 
 
 def geometry(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int
@@ -175,24 +192,27 @@ def sums(shape: common.Shape4, dtype: str) -> Workspace:
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-            split: int | None = None, ctas: int | None = None, activation: int = 0, normalize: type | None = None
-            ) -> Plan:  # fmt: skip
+            split: int | None = None, ctas: int | None = None, activation: int = 0, normalize: type | None = None,
+            packs: int | None = None) -> Plan:  # fmt: skip
     """The statistics launch, then the normalize launch (with `activation` fused; `normalize`: another normalize
-    kernel, of the same geometry), in pack mode `vectorized`."""
+    kernel, of the same geometry), in pack mode `vectorized` (the normalize launch in `packs` where given)."""
     stats = reduction(BatchNorm2dBatchStats, shape, dtype, param, vectorized, channels_last, sms, split)
     kind = normalize or (BatchNorm2dNormalizeAct if activation else BatchNorm2dNormalize)
-    normalize = elementwise(kind, shape, dtype, param, vectorized, channels_last, sms, ctas, activation)
+    mode = vectorized if packs is None else packs
+    normalize = elementwise(kind, shape, dtype, param, mode, channels_last, sms, ctas, activation)
     return Plan(stats.kernel, stats.grid, stats.values, stats.workspaces, (normalize,))
 
 
 def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
-             split: int | None = None, ctas: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
-    """The reduction launch, then the elementwise launch (sharing the `sums` workspace), in pack mode `vectorized`;
-    through the fused `activation`'s gradient where it is not 0."""
+             split: int | None = None, ctas: int | None = None, activation: int = 0, packs: int | None = None
+             ) -> Plan:  # fmt: skip
+    """The reduction launch, then the elementwise launch (sharing the `sums` workspace), in pack mode `vectorized`
+    (the elementwise launch in `packs` where given); through the fused `activation`'s gradient where it is not 0."""
     kinds = ((BatchNorm2dBackwardReduceAct, BatchNorm2dBackwardElementwiseAct) if activation
              else (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise))  # fmt: skip
     reduce = reduction(kinds[0], shape, dtype, param, vectorized, channels_last, sms, split, 2, activation)
-    dx = elementwise(kinds[1], shape, dtype, param, vectorized, channels_last, sms, ctas, activation)
+    mode = vectorized if packs is None else packs
+    dx = elementwise(kinds[1], shape, dtype, param, mode, channels_last, sms, ctas, activation)
     space = sums(shape, dtype)
     return Plan(
         reduce.kernel,
@@ -300,7 +320,8 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
     if block:
         return fused(which, shape, dtype, param, vectorized, block, activation)
     build = forward if which == "forward" else backward
-    return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation)
+    packs = elementwise_mode(shape, dtype, alignment, channels_last)
+    return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation, packs=packs)
 
 
 @cache
@@ -327,9 +348,10 @@ def around(build: Any, shape: common.Shape4, dtype: str, param: str, alignment: 
     """The two-launch plans of `build` (forward or backward, or one of their signature) at the autotuner's splits
     and grids."""
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
-    return [build(shape, dtype, param, vectorized, channels_last, sms, s, c, activation)
+    packs = elementwise_mode(shape, dtype, alignment, channels_last)
+    return [build(shape, dtype, param, vectorized, channels_last, sms, s, c, activation, packs=packs)
             for s in splits_around(shape, dtype, vectorized, channels_last, sms)
-            for c in grids_around(shape, dtype, vectorized, channels_last, sms)]  # fmt: skip
+            for c in grids_around(shape, dtype, packs, channels_last, sms)]  # fmt: skip
 
 
 def splits_around(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> list[int]:

@@ -160,7 +160,8 @@ class _Training(Family):
     def _plans(self, build: Any, backend: str, shape: tuple[int, ...], dtype: str, elementwise: bool = True,
                activation: int = 0) -> list[Plan]:  # fmt: skip
         """Both layouts, every pack their runs allow, the plan's own split and forced ones; where the plans end in
-        an `elementwise` launch, with its own grid and with the fewest CTAs; the one-launch kernels at each CTA size
+        an `elementwise` launch, with its own grid and with the fewest CTAs, and NCHW's flat packs where no pack
+        divides the rows (training.FLAT); the one-launch kernels at each CTA size
         (channels_last: one column of units a CTA and the widest of column_widths; the emulator: one dtype key, the
         others the smallest; channels_last's the smallest CTA only)."""
         storage, param = common.split_key(dtype)
@@ -175,6 +176,9 @@ class _Training(Family):
                     continue
                 fewest = training.column_step(shape, storage, vectorized) if channels_last else 1
                 out.append(build(shape, storage, param, vectorized, channels_last, sms, None, fewest))
+            if elementwise and not channels_last and training.flat_fits(shape, storage):  # type: ignore[arg-type]
+                splits = SPLITS[backend] if every_grid else (None,)
+                out += [build(shape, storage, param, 0, False, sms, split, packs=training.FLAT) for split in splits]
         if not self.which:
             return out
         blocks = training.FUSED_BLOCKS if every_grid else training.FUSED_BLOCKS[:1]
