@@ -73,6 +73,26 @@ def test_the_fastest_candidate_wins_and_each_has_its_own_entry_file(monkeypatch,
     assert tuning.timed[0].winner == candidates[2].label and tuning.timed[0].rule == candidates[0].label
 
 
+def test_a_keys_candidates_are_named_with_each_distinct_kernels_source_key_computed_once(monkeypatch):
+    """The plans of a key hold a few kernels, each plan its own objects of them: choose computes each distinct
+    kernel's source key once (rendering them per plan took 0.1-0.15 s a key), and the names are those each plan
+    gets alone."""
+    from rust_kernels import builder
+    from rust_kernels.families.batch_norm import training
+
+    candidates = training._candidates("forward", (32, 64, 28, 28), "f32", "f32", 16, GPU.sms, False, 0)
+    kernels = [launch.kernel for p in candidates for launch in p.launches]
+    assert len(set(kernels)) < len(kernels) and len(candidates) >= 5
+    alone = [tuning.entry_name("key", p, "sm_90") for p in candidates]
+    real, calls = builder.source_key, []
+    monkeypatch.setattr(builder, "source_key", lambda kernel, arch=None: calls.append(kernel) or real(kernel, arch))
+    monkeypatch.setattr(tuning, "time_plans", Timer())
+    tuning.choose(candidates, problem((32, 64, 28, 28)), Placement(16, GPU.sms), 0, USER_STREAM, lambda t: None)
+    assert sorted(map(repr, calls)) == sorted(map(repr, set(kernels)))
+    keys: dict = {}
+    assert [tuning.entry_name("key", p, "sm_90", keys) for p in candidates] == alone
+
+
 def test_a_call_on_the_legacy_default_stream_is_timed_on_the_tuners_own_stream(monkeypatch):
     """The legacy default stream (PyTorch's unless one is set) cannot be captured into a graph: such a call's
     candidates are timed on the tuner's own stream, the launcher made for it; a call on its own stream is timed
