@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root: installs the sm_90 wheel carried as whl_carry/whl.tar.xz.
+# On the GPU machine, from the repository root: installs the sm_90 wheel carried as whl_carry/whl.tar.xz (or $1).
 set -euo pipefail
 # the wheel travels as an xz tarball of its files (the zip is over the device's carry limit beside the checkout)
-w=/tmp/wheel && rm -rf $w && mkdir -p $w/files && tar xJf whl_carry/whl.tar.xz -C $w/files
+w=/tmp/wheel && rm -rf $w && mkdir -p $w/files && tar xJf "${1:-whl_carry/whl.tar.xz}" -C $w/files
 python - "$w" <<'PY'
 import sys, zipfile, pathlib
 root = pathlib.Path(sys.argv[1]) / "files"
