@@ -93,6 +93,77 @@ def test_a_keys_candidates_are_named_with_each_distinct_kernels_source_key_compu
     assert [tuning.entry_name("key", p, "sm_90", keys) for p in candidates] == alone
 
 
+def test_recording_gives_the_entry_names_a_call_consults_and_served_says_whether_they_all_have_entries(monkeypatch):
+    """What `tune` journals per case: every candidate's entry name, from the first call of a key and from a later
+    call the process decided already; served() holds once each has an entry (none recorded: not served)."""
+    candidates = plans()
+    monkeypatch.setattr(tuning, "time_plans", Timer())
+    with tuning.recording() as first:
+        choose(candidates)
+    with tuning.recording() as again:
+        choose(candidates)
+    assert len(first) == len(candidates) and again == first
+    assert tuning.served(GPU, first) and not tuning.served(GPU, [])
+    assert not tuning.served(GPU, [*first, "0" * 40])
+    tuning.forget()  # a later process: the entries from the cache
+    assert tuning.served(GPU, first)
+
+
+def test_the_tune_journal_round_trips_and_an_unreadable_one_is_empty(tmp_path):
+    from rust_kernels.bench import tune
+
+    path = tmp_path / "tuning" / tune.JOURNAL
+    assert tune.read_journal(path) == {}
+    journal = {'["batch_norm_2d_training", [2, 3, 4, 5], "f32"]': ["a" * 40, "b" * 40]}
+    tune.write_journal(path, journal)
+    assert tune.read_journal(path) == journal
+    path.write_bytes(b"not gzip")
+    assert tune.read_journal(path) == {}
+
+
+def test_tune_skips_the_cases_a_run_before_journaled_without_building_their_inputs(monkeypatch, tmp_path, capsys):
+    """`tune` twice over the same cases (the GPU and its calls stood in for): the first builds each case's inputs
+    and times its candidates, the second builds none and says it skipped them; --force runs them all again."""
+    torch = pytest.importorskip("torch")
+    from rust_kernels.bench import baselines, tune
+
+    class Family:
+        name = family = "batch_norm_2d_training"
+        dtypes = ("f32",)
+        suite = None
+
+        def bench_calls(self, tensors):
+            return {"ours": lambda: choose(plans(tensors["shape"]), tensors["shape"])}
+
+    built = []
+
+    def inputs(family, shape, dtype):
+        built.append(shape)
+        return {"shape": shape}
+
+    monkeypatch.setattr(tune, "unavailable", lambda: None)
+    monkeypatch.setattr(tune, "device_tensors", inputs)
+    monkeypatch.setattr(tune, "reset_compiled", lambda torch: None)
+    monkeypatch.setattr(baselines, "baseline", lambda name: Family())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(tuning, "_mode", None)
+    timer = Timer()
+    monkeypatch.setattr(tuning, "time_plans", timer)
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("4x16x9x9\n4x16x7x7\n")
+    argv = ["--op", "batch_norm_2d_training", "--shapes", str(shapes), "--dtype", "f32"]
+    assert tune.main(argv) == 0
+    assert built == [(4, 16, 9, 9), (4, 16, 7, 7)] and len(timer.timed) == sum(len(plans(s)) for s in built)
+    tuning.forget()  # a later process
+    assert tune.main(argv) == 0
+    assert len(built) == 2 and "tune: 2 cases skipped" in capsys.readouterr().out
+    tuning.forget()
+    assert tune.main([*argv, "--force"]) == 0
+    assert len(built) == 4
+
+
 def test_a_call_on_the_legacy_default_stream_is_timed_on_the_tuners_own_stream(monkeypatch):
     """The legacy default stream (PyTorch's unless one is set) cannot be captured into a graph: such a call's
     candidates are timed on the tuner's own stream, the launcher made for it; a call on its own stream is timed

@@ -32,7 +32,8 @@ import json
 import re
 import statistics
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, partial
 from importlib import resources
@@ -175,7 +176,9 @@ def entries(device: Gpu) -> dict[str, dict[str, Any]]:
 # --- choosing --------------------------------------------------------------------------------------------------------
 Launcher = Callable[["Plan"], None]  # runs a plan's launches on a stream (scratch outputs)
 
-_chosen: dict[tuple[str, tuple[str, ...]], Plan] = {}  # (key, candidate labels) -> the winner, this process
+# (key, candidate labels) -> the winner and the candidates' entry names, this process
+_chosen: dict[tuple[str, tuple[str, ...]], tuple[Plan, list[str]]] = {}
+_recorders: list[list[str]] = []  # the lists `recording` fills
 
 
 @dataclass(frozen=True)
@@ -221,9 +224,12 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
     tuning_key = key(problem, placement, info)
     memo = (tuning_key, tuple(p.label for p in candidates))
     if memo in _chosen:
-        return _chosen[memo]
+        chosen, names = _chosen[memo]
+        _record(names)
+        return chosen
     keys: dict[Any, str] = {}
     names = [entry_name(tuning_key, p, info.arch, keys) for p in candidates]
+    _record(names)
     known = [lookup(info, n, fresh=setting == "force") for n in names]
     missing = [i for i, e in enumerate(known) if e is None]
     if missing and not capturing(stream):
@@ -239,10 +245,32 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
     best_us, best = min(times)
     winner = candidates[best]
     if not any(e is None for e in known):  # complete: the same choice for every later call
-        _chosen[memo] = winner
+        _chosen[memo] = (winner, names)
         if missing:
             timed.append(Timed(tuning_key, candidates[0].label, known[0].us, winner.label, best_us))  # type: ignore[union-attr]
     return winner
+
+
+@contextmanager
+def recording() -> Iterator[list[str]]:
+    """The entry names of every candidate the calls inside consult (what `tune` keeps per case, to skip the case
+    while they all have entries)."""
+    names: list[str] = []
+    _recorders.append(names)
+    try:
+        yield names
+    finally:
+        _recorders.remove(names)
+
+
+def _record(names: list[str]) -> None:
+    for recorder in _recorders:
+        recorder.extend(names)
+
+
+def served(device: Gpu, names: Sequence[str]) -> bool:
+    """Whether every entry `names` has one, in this process, the cache or the shipped table (none: no)."""
+    return bool(names) and all(lookup(device, name, fresh=False) is not None for name in names)
 
 
 def forget() -> None:

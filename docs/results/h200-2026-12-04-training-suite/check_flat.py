@@ -7,8 +7,11 @@ import time
 from rust_kernels import check, registry
 from rust_kernels.families.batch_norm import training
 
-todo = [c for c in check.cases("cuda", registry.families())
-        if any(getattr(launch.kernel, "vectorized", 0) == training.FLAT for launch in c[1].launches)]
+todo = [
+    c
+    for c in check.cases("cuda", registry.families())
+    if any(getattr(launch.kernel, "vectorized", 0) == training.FLAT for launch in c[1].launches)
+]
 print(len(todo), "cases launching a FLAT kernel", flush=True)
 start = time.time()
 results = []
@@ -18,4 +21,5 @@ for family, plan, shape in todo:
         print("FAIL", family.name, plan.label, shape, result.error or check.figures(result), flush=True)
     results.append(result)
 check.report(results)
-print(f"{sum(r.passed for r in results)} passed, {sum(not r.passed for r in results)} failed, {time.time() - start:.0f} s")
+passed = sum(r.passed for r in results)
+print(f"{passed} passed, {len(results) - passed} failed, {time.time() - start:.0f} s")

@@ -23,7 +23,7 @@ for shape in shapes:
         weight, bias = torch.ones(shape[1], device="cuda"), torch.zeros(shape[1], device="cuda")
         mean, var = torch.zeros(shape[1], device="cuda"), torch.ones(shape[1], device="cuda")
 
-        def step():
+        def step(x=x, dy=dy, weight=weight, bias=bias, mean=mean, var=var):
             _, sm, si = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS)
             ops.batch_norm_2d_backward(dy, x, weight, mean, var, sm, si, True, EPS)
 
@@ -33,6 +33,8 @@ for shape in shapes:
             step()
             torch.cuda.synchronize()
             times.append((time.perf_counter() - start) * 1e3)
-print(f"{len(first)} keys pairs (forward + backward): first call median {statistics.median(first):.1f} ms "
-      f"(mean {statistics.mean(first):.1f}), later call median {statistics.median(later):.2f} ms; "
-      f"{len(tuning.timed)} keys timed (0: the table served them all)")
+print(
+    f"{len(first)} keys pairs (forward + backward): first call median {statistics.median(first):.1f} ms "
+    f"(mean {statistics.mean(first):.1f}), later call median {statistics.median(later):.2f} ms; "
+    f"{len(tuning.timed)} keys timed (0: the table served them all)"
+)

@@ -1,6 +1,6 @@
-"""kernel_times.py: per-kernel GPU time of one training-mode BN forward + backward (the bench's `Training` case), ours vs PyTorch eager
-vs torch.compile, on the suite's weakest classes (bench_suite.csv): torch.profiler's kernel records, L2 flushed by a
-memset (not a kernel) before each of ITERS calls. Run on the GPU with the wheel installed."""
+"""Per-kernel GPU time of one training-mode BN forward + backward (the bench's `Training` case), ours vs PyTorch
+eager vs torch.compile, on the suite's weakest classes (bench_suite.csv): torch.profiler's kernel records, L2 flushed
+by a memset (not a kernel) before each of ITERS calls. Run on the GPU with the wheel installed."""
 
 import sys
 from collections import defaultdict

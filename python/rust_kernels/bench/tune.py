@@ -3,6 +3,8 @@
 Each benchmarked family's op is called once per shape and dtype on the family's seeded inputs (its `ours` call,
 and `ours_atomic` where it has one), so every candidate plan of every key is timed into the tuning cache;
 `--export FILE` then writes this GPU's entries as a table the package can ship (python/rust_kernels/tables/).
+Each case's entry names go to a journal beside the entries (JOURNAL): a later run skips a case while they all have
+an entry, without building its inputs, so a run cut short by --budget resumes where it stopped (--force: none skipped).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from rust_kernels import cache as kcache
 from rust_kernels import tuning
 from rust_kernels.bench import baselines, parse_shape, suite, unavailable
 from rust_kernels.bench.ops import device_tensors, reset_compiled
@@ -23,6 +26,7 @@ from rust_kernels.errors import RustKernelsError
 from rust_kernels.progress import Progress
 
 CALLS = ("ours", "ours_atomic")  # the columns that run our ops
+JOURNAL = "tune-cases.json.gz"  # in the GPU's tuning directory: case -> the entry names its calls consulted
 
 
 def parser() -> argparse.ArgumentParser:
@@ -65,31 +69,46 @@ def main(argv: list[str] | None = None) -> int:
     indexed = [(i, f, s, d) for d in options.dtype for f in families if d in f.dtypes
                for i, s in enumerate(shapes_of(options.shapes, f))]  # fmt: skip
     cases = suite.by_spread(indexed)
-    failed = 0
+    failed = skipped = 0
     deadline = time.perf_counter() + options.budget if options.budget > 0 else float("inf")
     held: tuple[tuple[str, Shape, str], dict] | None = None  # the last case's inputs: the next may share them
-    with Progress("tune", len(cases)) as progress:
-        for number, (family, shape, dtype) in enumerate(cases):
-            if time.perf_counter() >= deadline:
-                print(f"\ntune: over its time budget (--budget): {len(cases) - number} of {len(cases)} cases not begun")
-                break
-            progress.advance(f"{family.name} {'x'.join(map(str, shape))} {dtype}")
-            reset_compiled(torch)
-            try:
-                inputs = (family.family, shape, dtype)  # the same family's inputs (values only move the timings)
-                if held is None or held[0] != inputs:
+    info = tuning.gpu(torch.cuda.current_device())
+    journal_path = tuning.directory(info) / JOURNAL
+    journal = {} if options.force else read_journal(journal_path)
+    try:
+        with Progress("tune", len(cases)) as progress:
+            for number, (family, shape, dtype) in enumerate(cases):
+                if time.perf_counter() >= deadline:
+                    print(f"\ntune: over its time budget (--budget): {len(cases) - number} of {len(cases)} cases "
+                          "not begun")  # fmt: skip
+                    break
+                progress.advance(f"{family.name} {'x'.join(map(str, shape))} {dtype}")
+                case = json.dumps([family.name, list(shape), dtype])
+                if not options.force and tuning.served(info, journal.get(case, ())):
+                    skipped += 1
+                    continue
+                reset_compiled(torch)
+                try:
+                    inputs = (family.family, shape, dtype)  # the same family's inputs (values only move the timings)
+                    if held is None or held[0] != inputs:
+                        held = None
+                        torch.cuda.empty_cache()
+                        held = (inputs, device_tensors(family, shape, dtype))
+                    calls = family.bench_calls(held[1])
+                    with tuning.recording() as names:
+                        for name in CALLS:
+                            if name in calls:
+                                calls[name]()
+                        torch.cuda.synchronize()
+                    journal[case] = names
+                except Exception as err:
+                    failed += 1
                     held = None
-                    torch.cuda.empty_cache()
-                    held = (inputs, device_tensors(family, shape, dtype))
-                calls = family.bench_calls(held[1])
-                for name in CALLS:
-                    if name in calls:
-                        calls[name]()
-                torch.cuda.synchronize()
-            except Exception as err:
-                failed += 1
-                held = None
-                print(f"\n{family.name} {shape} {dtype}: {type(err).__name__}: {err}", file=sys.stderr)
+                    print(f"\n{family.name} {shape} {dtype}: {type(err).__name__}: {err}", file=sys.stderr)
+    finally:
+        write_journal(journal_path, journal)
+    if skipped:
+        print(f"tune: {skipped} cases skipped: a run before timed every candidate they consult ({journal_path})")
     print(summary(tuning.timed))
     if tuning.issued_directly:
         print(f"tune: {tuning.issued_directly} repetitions could not be captured into graphs and were issued one "
@@ -101,6 +120,22 @@ def main(argv: list[str] | None = None) -> int:
         write_table(options.export, table)
         print(f"wrote {len(table['entries'])} entries for {info.name} ({info.sms} SMs) to {options.export}")
     return 1 if failed else 0
+
+
+def read_journal(path: Path) -> dict[str, list[str]]:
+    """The journal of cases and their entry names (empty where there is none, or it cannot be read)."""
+    try:
+        return json.loads(gzip.decompress(path.read_bytes()))  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
+
+
+def write_journal(path: Path, journal: dict[str, list[str]]) -> None:
+    """Writes the journal atomically; where it cannot be written, a later run only walks its cases again."""
+    try:
+        kcache.write_atomic(path, gzip.compress(json.dumps(journal, sort_keys=True).encode(), mtime=0))
+    except OSError as err:
+        print(f"tune: the journal was not saved ({err.strerror}): {path}", file=sys.stderr)
 
 
 def write_table(path: Path, table: dict) -> None:
