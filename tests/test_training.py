@@ -247,6 +247,60 @@ def test_the_flat_elementwise_packs_equal_one_element_at_a_time_bit_for_bit(key,
         assert relative(flat[5], want[0]) < close
 
 
+@pytest.mark.parametrize("activation", [None, "relu"])
+@pytest.mark.parametrize(("key", "shape"), [("bf16-f32", (3, 8, 3, 3)), ("f16", (2, 12, 5, 5)), ("f32", (2, 6, 7, 7)),
+                                            ("f64", (2, 3, 3, 5)), ("bf16-f32", (5, 16, 9, 9))])  # fmt: skip
+def test_the_masked_pack_reductions_match_float64_and_the_single_element_ones(key, shape, activation):
+    """NCHW rows that no pack divides, their reductions reading the rows as masked 16-byte packs (VECTORIZED 3:
+    packs spanning channels, rows ending mid-pack, a slot past the last pack masked whole, at several splits): the
+    statistics, y, dx, dweight and dbias match float64 and the one-element-at-a-time reductions' within the
+    dtype's tolerance."""
+    from rust_kernels.families.batch_norm import training
+
+    dtype, param = common.split_key(key)
+    act, par = (DTYPES[d].numpy_dtype() for d in (dtype, param))
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(act)
+    dy = rng.standard_normal(shape).astype(act)
+    channels = shape[1]
+    weight, bias = rng.uniform(0.5, 1.5, channels).astype(par), rng.standard_normal(channels).astype(par)
+    code = training.ACTIVATIONS.get(activation, 0)
+    close = {"f64": 1e-12, "f32": 1e-5}.get(dtype, 2e-2)
+
+    def run(mode: int, split: int) -> list[np.ndarray]:
+        forward = training.forward(shape, dtype, param, mode, False, 1, split=split, activation=code,
+                                   packs=training.FLAT)  # fmt: skip
+        backward = training.backward(shape, dtype, param, mode, False, 1, split=split, activation=code,
+                                     packs=training.FLAT)  # fmt: skip
+        assert forward.kernel.vectorized == backward.kernel.vectorized == mode
+        mean, var = np.zeros(channels, par), np.ones(channels, par)
+        if activation:
+            y, save_mean, save_invstd = ops.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, activation,
+                                                                      backend="host", plan=forward)  # fmt: skip
+            grads = ops.batch_norm_2d_act_backward(dy, x, weight, bias, save_mean, save_invstd, EPS, activation,
+                                                   backend="host", plan=backward)  # fmt: skip
+        else:
+            y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS,
+                                                                  backend="host", plan=forward)  # fmt: skip
+            grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
+                                               backend="host", plan=backward)  # fmt: skip
+        return [y, save_mean, save_invstd, mean, var, *grads]
+
+    single = run(0, 1)
+    want = reference_forward(x, weight, bias, 0, 1, 0.1)
+    for split in (1, 2):
+        masked = run(training.FLAT, split)
+        for a, b in zip(masked, single, strict=True):
+            assert relative(a, b) < close
+        for got, expected in zip(masked[1:5], want[1:5], strict=True):
+            assert relative(got, expected) < close
+        if activation is None:
+            assert relative(masked[0], want[0]) < close
+            back = reference_backward(dy, x, weight, masked[1], masked[2])
+            for got, expected in zip(masked[5:], back, strict=True):
+                assert relative(got, expected) < close
+
+
 # --- PyTorch --------------------------------------------------------------------------------------------------------
 torch = pytest.importorskip("torch")
 import rust_kernels.torch as rk_torch  # noqa: E402

@@ -178,7 +178,8 @@ class _Training(Family):
                 out.append(build(shape, storage, param, vectorized, channels_last, sms, None, fewest))
             if elementwise and not channels_last and training.flat_fits(shape, storage):  # type: ignore[arg-type]
                 splits = SPLITS[backend] if every_grid else (None,)
-                out += [build(shape, storage, param, 0, False, sms, split, packs=training.FLAT) for split in splits]
+                out += [build(shape, storage, param, mode, False, sms, split, packs=training.FLAT)
+                        for mode in (0, training.FLAT) for split in splits]  # fmt: skip
         if not self.which:
             return out
         blocks = training.FUSED_BLOCKS if every_grid else training.FUSED_BLOCKS[:1]
