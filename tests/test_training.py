@@ -192,6 +192,29 @@ def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for
     assert len(large.launches) == 2
 
 
+def _host_pair(x, dy, res, weight, bias, activation, forward, backward) -> list[np.ndarray]:
+    """One training-mode forward + backward on the host with the given plans (through the add + ReLU, activation or
+    plain ops, as `activation` says): [y, save_mean, save_invstd, running mean, running var, *grads]."""
+    par = weight.dtype
+    mean, var = np.zeros(weight.shape, par), np.ones(weight.shape, par)
+    if activation == "add_relu":
+        y, save_mean, save_invstd = ops.batch_norm_2d_add_relu_forward(x, res, weight, bias, mean, var, 0.1, EPS,
+                                                                       backend="host", plan=forward)  # fmt: skip
+        grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
+                                           backend="host", plan=backward)  # fmt: skip
+    elif activation:
+        y, save_mean, save_invstd = ops.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, activation,
+                                                                  backend="host", plan=forward)  # fmt: skip
+        grads = ops.batch_norm_2d_act_backward(dy, x, weight, bias, save_mean, save_invstd, EPS, activation,
+                                               backend="host", plan=backward)  # fmt: skip
+    else:
+        y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS,
+                                                              backend="host", plan=forward)  # fmt: skip
+        grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
+                                           backend="host", plan=backward)  # fmt: skip
+    return [y, save_mean, save_invstd, mean, var, *grads]
+
+
 @pytest.mark.parametrize("activation", [None, "relu", "add_relu"])
 @pytest.mark.parametrize(("key", "shape"), [("bf16-f32", (3, 8, 3, 3)), ("f16", (2, 12, 5, 5)),
                                             ("f32", (2, 6, 7, 7)), ("f64", (2, 3, 3, 5))])  # fmt: skip
@@ -219,23 +242,7 @@ def test_the_flat_elementwise_packs_equal_one_element_at_a_time_bit_for_bit(key,
         forward = build(shape, dtype, param, 0, False, 1, split=1, activation=code, packs=packs)
         backward = training.backward(shape, dtype, param, 0, False, 1, split=1, activation=code, packs=packs)
         assert forward.launches[-1].kernel.vectorized == backward.launches[-1].kernel.vectorized == packs
-        mean, var = np.zeros(channels, par), np.ones(channels, par)
-        if activation == "add_relu":
-            y, save_mean, save_invstd = ops.batch_norm_2d_add_relu_forward(x, res, weight, bias, mean, var, 0.1, EPS,
-                                                                           backend="host", plan=forward)  # fmt: skip
-            grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
-                                               backend="host", plan=backward)  # fmt: skip
-        elif activation:
-            y, save_mean, save_invstd = ops.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, activation,
-                                                                      backend="host", plan=forward)  # fmt: skip
-            grads = ops.batch_norm_2d_act_backward(dy, x, weight, bias, save_mean, save_invstd, EPS, activation,
-                                                   backend="host", plan=backward)  # fmt: skip
-        else:
-            y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS,
-                                                                  backend="host", plan=forward)  # fmt: skip
-            grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
-                                               backend="host", plan=backward)  # fmt: skip
-        return [y, save_mean, save_invstd, mean, var, *grads]
+        return _host_pair(x, dy, res, weight, bias, activation, forward, backward)
 
     flat, single = run(training.FLAT), run(0)
     for a, b in zip(flat, single, strict=True):
@@ -273,18 +280,7 @@ def test_the_masked_pack_reductions_match_float64_and_the_single_element_ones(ke
         backward = training.backward(shape, dtype, param, mode, False, 1, split=split, activation=code,
                                      packs=training.FLAT)  # fmt: skip
         assert forward.kernel.vectorized == backward.kernel.vectorized == mode
-        mean, var = np.zeros(channels, par), np.ones(channels, par)
-        if activation:
-            y, save_mean, save_invstd = ops.batch_norm_2d_act_forward(x, weight, bias, mean, var, 0.1, EPS, activation,
-                                                                      backend="host", plan=forward)  # fmt: skip
-            grads = ops.batch_norm_2d_act_backward(dy, x, weight, bias, save_mean, save_invstd, EPS, activation,
-                                                   backend="host", plan=backward)  # fmt: skip
-        else:
-            y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS,
-                                                                  backend="host", plan=forward)  # fmt: skip
-            grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
-                                               backend="host", plan=backward)  # fmt: skip
-        return [y, save_mean, save_invstd, mean, var, *grads]
+        return _host_pair(x, dy, None, weight, bias, activation, forward, backward)
 
     single = run(0, 1)
     want = reference_forward(x, weight, bias, 0, 1, 0.1)

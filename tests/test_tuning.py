@@ -25,6 +25,8 @@ def fake_device(tmp_path, monkeypatch):
     monkeypatch.setenv("RUST_KERNELS_TUNING", "on")
     monkeypatch.setattr(tuning, "gpu", lambda device: GPU)
     monkeypatch.setattr(tuning, "capturing", lambda stream: False)
+    for name in tuning.PROFILER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     tuning.forget()
     yield
     tuning.forget()
@@ -259,6 +261,22 @@ def test_during_graph_capture_nothing_is_timed_the_known_winner_or_none_is_used(
     monkeypatch.setattr(tuning, "time_plans", idle)
     assert choose(candidates) == candidates[1]
     assert idle.timed == []
+
+
+@pytest.mark.parametrize("variable", tuning.PROFILER_VARIABLES)
+def test_under_a_cuda_profiler_nothing_is_timed_or_stored_and_afterwards_it_is(monkeypatch, variable):
+    """A profiler's instrumented kernels' times must not become entries that later processes trust."""
+    candidates = plans()
+    monkeypatch.setenv(variable, "uds")
+    idle = Timer()
+    monkeypatch.setattr(tuning, "time_plans", idle)
+    assert choose(candidates) is None
+    assert idle.timed == [] and tuning.entries(GPU) == {}
+    monkeypatch.delenv(variable)
+    timer = Timer({candidates[2].label: 1.0})
+    monkeypatch.setattr(tuning, "time_plans", timer)
+    assert choose(candidates) == candidates[2]
+    assert len(timer.timed) == len(candidates) and len(tuning.entries(GPU)) == len(candidates)
 
 
 def test_the_shipped_table_serves_an_empty_cache(monkeypatch, tmp_path):
