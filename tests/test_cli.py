@@ -164,6 +164,21 @@ def test_tune_without_a_gpu_is_one_error_line_and_exit_2(no_gpu, capsys, tmp_pat
     assert captured.out == "" and not export.exists()
 
 
+def test_tune_under_a_cuda_profiler_is_one_error_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    """Its instrumented kernels' times would go into the cache and the export: tune names the profiler's variable."""
+    from rust_kernels import tuning
+
+    for name in tuning.PROFILER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NV_NSIGHT_INJECTION_TRANSPORT_TYPE", "uds")
+    export = tmp_path / "table.json"
+    assert cli.main(["tune", "--export", str(export)]) == 2
+    captured = capsys.readouterr()
+    want = "a CUDA profiler is attached (NV_NSIGHT_INJECTION_TRANSPORT_TYPE is set): run it outside the profiler"
+    assert _one_error_line(captured.err) == f"error: tune cannot run: {want}\n"
+    assert captured.out == "" and not export.exists()
+
+
 def test_tune_refuses_an_unknown_op_by_name(capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["tune", "--op", "nonsense"])

@@ -233,7 +233,7 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
     _record(names)
     known = [lookup(info, n, fresh=setting == "force") for n in names]
     missing = [i for i, e in enumerate(known) if e is None]
-    if missing and not capturing(stream) and not profiled():
+    if missing and not capturing(stream) and not profiler():
         timing = _timing_stream(device, stream)
         with _timing_lock:
             results = time_plans([candidates[i] for i in missing], launcher(timing), timing, info)
@@ -261,11 +261,11 @@ PROFILER_VARIABLES = (
 )
 
 
-def profiled() -> bool:
-    """Whether a CUDA profiler watches this process: under one, kernels run serialised and instrumented (on the H200
-    6 us kernels timed 80-135 us under ncu), and their times, stored, would mislead every later process. Candidates
-    are not timed there."""
-    return any(os.environ.get(name) for name in PROFILER_VARIABLES)
+def profiler() -> str | None:
+    """The variable showing that a CUDA profiler watches this process, or None. Under one, kernels run serialised and
+    instrumented (on the H200 6 us kernels timed 80-135 us under ncu), and their times, stored, would mislead every
+    later process: candidates are not timed there."""
+    return next((name for name in PROFILER_VARIABLES if os.environ.get(name)), None)
 
 
 @contextmanager

@@ -56,7 +56,8 @@ def shapes_of(option: str, family: baselines.Baseline) -> list[Shape]:
 
 def main(argv: list[str] | None = None) -> int:
     options = parser().parse_args(argv)
-    why = unavailable()
+    attached = tuning.profiler()
+    why = f"a CUDA profiler is attached ({attached} is set): run it outside the profiler" if attached else unavailable()
     if why is not None:
         print(f"error: tune cannot run: {why}", file=sys.stderr)
         return 2
