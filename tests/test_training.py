@@ -264,6 +264,64 @@ def test_the_masked_pack_reductions_match_float64_and_the_single_element_ones(ke
     dtype's tolerance."""
     from rust_kernels.families.batch_norm import training
 
+    _check_reduction_mode(training.FLAT, key, shape, activation, (1, 2))
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "silu"])
+@pytest.mark.parametrize(("key", "shape", "groups"), [
+    ("bf16-f32", (3, 40, 7, 7), (32, 8)), ("bf16-f32", (4, 8, 3, 3), (8,)), ("f16", (3, 24, 5, 5), (24,)),
+    ("f32", (2, 44, 5, 5), (32, 12)), ("f64", (3, 6, 3, 5), (6,)), ("bf16-f32", (2, 16, 4, 4), (16,))])  # fmt: skip
+def test_the_grouped_reductions_match_float64_and_the_single_element_ones(key, shape, groups, activation):
+    """NCHW reductions over groups of adjacent channels (VECTORIZED 4: 16-byte packs over a group's rows, a pack
+    spanning two channels, several rows of threads, a last group narrower than the others, images split in 1-3
+    slices): the statistics, y, dx, dweight and dbias match float64 and the one-element-at-a-time reductions'."""
+    from rust_kernels.families.batch_norm import training
+
+    dtype = common.split_key(key)[0]
+    width = training.group_width(shape, dtype)
+    assert width is not None and training.groups_fit(shape, dtype, 16, False)
+    assert [min(width, shape[1] - c) for c in range(0, shape[1], width)] == list(groups)
+    assert not training.groups_fit(shape, dtype, 8, False) and not training.groups_fit(shape, dtype, 16, True)
+    _check_reduction_mode(training.GROUPS, key, shape, activation, (1, 2, 3))
+
+
+def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_shapes_they_cannot_read():
+    """GROUPS plans are autotuner candidates (not the rule's) for NCHW rows shorter than GROUP_ROW_BYTES, 16-byte
+    aligned: a CTA per group of COLS channels; never for channels_last, longer rows or lesser alignment. Forced
+    where no group fits, the kernel's precondition refuses before any launch, naming the mode."""
+    import ml_dtypes
+
+    from rust_kernels.families.batch_norm import training
+
+    def modes(shape, dtype, alignment=16, channels_last=False):
+        plans = training._candidates("forward", shape, dtype, "f32", alignment, 132, channels_last, 0)
+        return {p.kernel.vectorized for p in plans if hasattr(p.kernel, "vectorized")}
+
+    shape = (128, 2048, 7, 7)
+    assert training.GROUPS in modes(shape, "bf16") and training.group_width(shape, "bf16") == 32
+    assert training.plan("forward", shape, "bf16", "f32", 16, 132, False).kernel.vectorized != training.GROUPS
+    stats = training.forward(shape, "bf16", "f32", training.GROUPS, False, 132, split=4, packs=training.FLAT)
+    assert stats.grid == (64, 4, 1) and dict(stats.values)["COLS"] == 32
+    assert training.GROUPS not in modes((128, 256, 14, 14), "bf16")  # 392-byte rows
+    assert training.GROUPS not in modes(shape, "f32")  # 196-byte rows
+    assert training.GROUPS not in modes(shape, "bf16", alignment=8)
+    assert training.GROUPS not in modes(shape, "bf16", channels_last=True)
+    assert training.group_width((2, 8, 2, 2), "bf16") is None  # a row shorter than a pack
+    small = (2, 8, 2, 2)
+    x = np.ones(small, ml_dtypes.bfloat16)
+    ones, zeros = np.ones(8, np.float32), np.zeros(8, np.float32)
+    forced = training.forward(small, "bf16", "f32", training.GROUPS, False, 1, packs=0)
+    with pytest.raises(ArgumentError, match="VECTORIZED = 4 reads the rows of COLS adjacent channels"):
+        ops.batch_norm_2d_forward(x, ones, zeros, zeros.copy(), ones.copy(), True, 0.1, EPS, backend="host",
+                                  plan=forced)  # fmt: skip
+
+
+def _check_reduction_mode(mode: int, key: str, shape: tuple[int, ...], activation: str | None,
+                          splits: tuple[int, ...]) -> None:  # fmt: skip
+    """The training forward and backward in the emulator with their reductions in pack mode `mode` at each split
+    (the elementwise launches in the rule's): against float64 and against the reductions one element at a time."""
+    from rust_kernels.families.batch_norm import training
+
     dtype, param = common.split_key(key)
     act, par = (DTYPES[d].numpy_dtype() for d in (dtype, param))
     rng = np.random.default_rng(11)
@@ -273,28 +331,27 @@ def test_the_masked_pack_reductions_match_float64_and_the_single_element_ones(ke
     weight, bias = rng.uniform(0.5, 1.5, channels).astype(par), rng.standard_normal(channels).astype(par)
     code = training.ACTIVATIONS.get(activation, 0)
     close = {"f64": 1e-12, "f32": 1e-5}.get(dtype, 2e-2)
+    packs = training.elementwise_mode(shape, dtype, 16, False)  # type: ignore[arg-type]
 
     def run(mode: int, split: int) -> list[np.ndarray]:
-        forward = training.forward(shape, dtype, param, mode, False, 1, split=split, activation=code,
-                                   packs=training.FLAT)  # fmt: skip
-        backward = training.backward(shape, dtype, param, mode, False, 1, split=split, activation=code,
-                                     packs=training.FLAT)  # fmt: skip
+        forward = training.forward(shape, dtype, param, mode, False, 1, split=split, activation=code, packs=packs)
+        backward = training.backward(shape, dtype, param, mode, False, 1, split=split, activation=code, packs=packs)
         assert forward.kernel.vectorized == backward.kernel.vectorized == mode
         return _host_pair(x, dy, None, weight, bias, activation, forward, backward)
 
     single = run(0, 1)
     want = reference_forward(x, weight, bias, 0, 1, 0.1)
-    for split in (1, 2):
-        masked = run(training.FLAT, split)
-        for a, b in zip(masked, single, strict=True):
+    for split in splits:
+        got = run(mode, split)
+        for a, b in zip(got, single, strict=True):
             assert relative(a, b) < close
-        for got, expected in zip(masked[1:5], want[1:5], strict=True):
-            assert relative(got, expected) < close
+        for mine, expected in zip(got[1:5], want[1:5], strict=True):
+            assert relative(mine, expected) < close
         if activation is None:
-            assert relative(masked[0], want[0]) < close
-            back = reference_backward(dy, x, weight, masked[1], masked[2])
-            for got, expected in zip(masked[5:], back, strict=True):
-                assert relative(got, expected) < close
+            assert relative(got[0], want[0]) < close
+            back = reference_backward(dy, x, weight, got[1], got[2])
+            for mine, expected in zip(got[5:], back, strict=True):
+                assert relative(mine, expected) < close
 
 
 # --- PyTorch --------------------------------------------------------------------------------------------------------

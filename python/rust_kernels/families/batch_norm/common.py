@@ -42,9 +42,9 @@ def split_key(key: str) -> tuple[str, str]:
 
 
 def unit_elements(vectorized: int, dtype: str) -> int:
-    """Elements the vectorized kernels move at once: one, or a 16-byte (vectorized 1, and 3: the NCHW elementwise
-    kernels' packs over the flat tensor) or 8-byte (2) pack."""
-    return {0: 1, 1: 16, 2: 8, 3: 16}[vectorized] // (1 if vectorized == 0 else DTYPES[dtype].size)
+    """Elements the vectorized kernels move at once: one, or a 16-byte (vectorized 1, 3: the NCHW elementwise
+    kernels' packs over the flat tensor, and 4: the NCHW reductions' over groups of channels) or 8-byte (2) pack."""
+    return {0: 1, 1: 16, 2: 8, 3: 16, 4: 16}[vectorized] // (1 if vectorized == 0 else DTYPES[dtype].size)
 
 
 def vector_mode(hw: int, dtype: str, alignment: int) -> int:

@@ -8,6 +8,9 @@ batch_norm_2d_backward_elementwise (reads dy and x, writes dx): 5 passes. The re
 or block of channels (channels_last) over several CTAs until the GPU is full, each keeping enough work; their
 partial statistics merge in a fixed order, so every result is bit-identical run to run.
 
+NCHW reductions may also take groups of adjacent channels a CTA (GROUPS: their rows lie together in each image),
+where rows are short: autotuner candidates.
+
 Where an NCHW channel's data is small, one launch does each direction instead (batch_norm_2d_fused_forward and
 batch_norm_2d_fused_backward: a CTA per channel, its second read served by L2): half the launches, and no pass over
 DRAM for the second read. channels_last has its own one-launch kernels (batch_norm_2d_fused_forward_channels_last,
@@ -76,6 +79,12 @@ ELEMENTWISE_BLOCK = 256
 WAVES = 4  # the elementwise grid: at most this many waves of full SMs, each thread then strides on
 COLUMN_UNITS = 16
 FLAT = 3  # the NCHW elementwise kernels' VECTORIZED mode: 16-byte packs over the flat tensor, spanning channels
+# The NCHW reductions' VECTORIZED mode over groups of COLS adjacent channels, whose rows lie together in each image:
+# short rows (7x7) read channel by channel share their end sectors with the next channel's. The autotuner times them
+# where rows are shorter than GROUP_ROW_BYTES: on the H200 (docs/results/h200-2026-12-04-groups) they won on bf16
+# 7x7 and 3x3 rows of large tensors (forward 1.18-1.32x) and lost on 14x14 and 28x28 rows (0.46-0.77x).
+GROUPS = 4
+GROUP_ROW_BYTES = 128
 # The one-launch kernels where a channel's activations take at most this many bytes (scaled down by C / SMs where the
 # channels do not fill the GPU: each CTA then streams more of the tensor): L2 keeps them for the second read, and one
 # CTA's threads keep enough loads in flight. Their CTA: the largest of FUSED_BLOCKS giving each thread 4 units (small
@@ -111,14 +120,31 @@ def flat_fits(shape: common.Shape4, dtype: str) -> bool:
     return packed >= 2 and hw % packed != 0 and hw >= packed and math.prod(shape) % packed == 0
 
 
+def group_width(shape: common.Shape4, dtype: str) -> int | None:
+    """Channels a CTA of the GROUPS reductions takes: the widest power of two (up to C's) whose rows are whole
+    16-byte packs and at most a CTA's threads of them, where H*W holds a pack (a pack then spans at most two channels)
+    and C*H*W is whole packs (every image's groups aligned); None where none of 2+ channels fits."""
+    hw, packed = shape[2] * shape[3], lanes(GROUPS, dtype)
+    if packed < 2 or hw < packed or shape[1] * hw % packed:
+        return None
+    fitting = [g for g in (2 << k for k in range(8))
+               if g * hw % packed == 0 and g * hw // packed <= REDUCTION_BLOCK and g // 2 < shape[1]]  # fmt: skip
+    return max(fitting, default=None)
+
+
 def geometry(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int
              ) -> tuple[int, int, int]:  # fmt: skip
-    """(grid x, split, cols) of a reduction: NCHW a CTA per channel (or per slice of one); channels_last COLS threads
-    along a row's units (a power of two up to MAX_COLS covering them where it can), column blocks of them. Slices double
-    while the grid is below two CTAs per SM and each CTA keeps MIN_UNITS_PER_THREAD units per thread."""
+    """(grid x, split, cols) of a reduction: NCHW a CTA per channel (or per slice of one), or with GROUPS per group
+    of COLS channels (group_width); channels_last COLS threads along a row's units (a power of two up to MAX_COLS
+    covering them where it can), column blocks of them. Slices double while the grid is below two CTAs per SM and
+    each CTA keeps MIN_UNITS_PER_THREAD units per thread."""
     batches, channels, height, width = shape
     rows = batches * height * width
-    if channels_last:
+    if vectorized == GROUPS:
+        cols = group_width(shape, dtype) or 1
+        grid_x = -(-channels // cols)
+        units = batches * cols * height * width // lanes(vectorized, dtype)  # per group
+    elif channels_last:
         groups = channels // lanes(vectorized, dtype)
         unit_bytes = lanes(vectorized, dtype) * DTYPES[dtype].size
         cols = min(MAX_COLS, 1 << max(0, groups - 1).bit_length(), max(1, ROW_BYTES // unit_bytes))
@@ -350,11 +376,20 @@ def around(build: Any, shape: common.Shape4, dtype: str, param: str, alignment: 
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     packs = elementwise_mode(shape, dtype, alignment, channels_last)
     # Where the elementwise launch takes FLAT, the reductions may also read masked packs of the rows: a candidate,
-    # not the rule's (on the H200 it won on bf16 shapes of 20 MB or more and lost on f32 and small ones).
+    # not the rule's (on the H200 it won on bf16 shapes of 20 MB or more and lost on f32 and small ones). Where
+    # groups of channels fit and rows are short, they read whole groups' rows (GROUPS): a candidate too.
     modes = (vectorized, FLAT) if packs == FLAT else (vectorized,)
+    row_bytes = shape[2] * shape[3] * DTYPES[dtype].size
+    if row_bytes < GROUP_ROW_BYTES and groups_fit(shape, dtype, alignment, channels_last):
+        modes += (GROUPS,)
     return [build(shape, dtype, param, mode, channels_last, sms, s, c, activation, packs=packs)
             for mode in modes for s in splits_around(shape, dtype, mode, channels_last, sms)
             for c in grids_around(shape, dtype, packs, channels_last, sms)]  # fmt: skip
+
+
+def groups_fit(shape: common.Shape4, dtype: str, alignment: int, channels_last: bool) -> bool:
+    """Whether the GROUPS reductions can run this shape: NCHW, 16-byte aligned arrays, a group of 2+ channels."""
+    return not channels_last and alignment % 16 == 0 and group_width(shape, dtype) is not None
 
 
 def splits_around(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, sms: int) -> list[int]:

@@ -161,7 +161,8 @@ class _Training(Family):
                activation: int = 0) -> list[Plan]:  # fmt: skip
         """Both layouts, every pack their runs allow, the plan's own split and forced ones; where the plans end in
         an `elementwise` launch, with its own grid and with the fewest CTAs, and NCHW's flat packs where no pack
-        divides the rows (training.FLAT); the one-launch kernels at each CTA size
+        divides the rows (training.FLAT), NCHW's reductions over groups of channels where they fit (training.GROUPS);
+        the one-launch kernels at each CTA size
         (channels_last: one column of units a CTA and the widest of column_widths; the emulator: one dtype key, the
         others the smallest; channels_last's the smallest CTA only)."""
         storage, param = common.split_key(dtype)
@@ -180,6 +181,10 @@ class _Training(Family):
                 splits = SPLITS[backend] if every_grid else (None,)
                 out += [build(shape, storage, param, mode, False, sms, split, packs=training.FLAT)
                         for mode in (0, training.FLAT) for split in splits]  # fmt: skip
+            if elementwise and not channels_last and training.groups_fit(shape, storage, 16, False):  # type: ignore[arg-type]
+                rows = training.elementwise_mode(shape, storage, 16, False)  # type: ignore[arg-type]
+                out += [build(shape, storage, param, training.GROUPS, False, sms, split, packs=rows)
+                        for split in (SPLITS[backend] if every_grid else (None,))]  # fmt: skip
         if not self.which:
             return out
         blocks = training.FUSED_BLOCKS if every_grid else training.FUSED_BLOCKS[:1]
