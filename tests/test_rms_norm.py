@@ -53,6 +53,9 @@ def test_check_passes_every_case_on_the_host():
     assert results and all(r.passed for r in results), out.getvalue()
     assert {r.dtype for r in results} == set(FAMILY.dtypes)
     assert {r.shape for r in results} == set(FAMILY.suites["host"])
+    # `where` keeps the plans it accepts: here one dtype's.
+    bf16 = check.run("host", [FAMILY], out=io.StringIO(), where=lambda plan: plan.kernel.dtype_key == "bf16")
+    assert bf16 and [r for r in results if r.dtype == "bf16"] == bf16
 
 
 def test_fuzz_has_no_failures_and_transposed_x_is_refused():

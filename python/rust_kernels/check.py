@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TextIO
@@ -136,9 +137,11 @@ def cases(backend: str, selected: list[Family] | None = None) -> list[tuple[Fami
     return out
 
 
-def run(backend: str, selected: list[Family] | None = None, out: TextIO = sys.stdout) -> list[Result]:
-    """Checks every family over its suite; prints one line per failure and a table per family, returns results."""
-    todo = cases(backend, selected)
+def run(backend: str, selected: list[Family] | None = None, out: TextIO = sys.stdout,
+        where: Callable[[Plan], bool] | None = None) -> list[Result]:  # fmt: skip
+    """Checks every family over its suite (only the plans `where` accepts, where given); prints one line per failure
+    and a table per family, returns results."""
+    todo = [c for c in cases(backend, selected) if where is None or where(c[1])]
     results = []
     with Progress(f"check ({backend})", len(todo)) as progress:
         for family, plan, shape in todo:
