@@ -300,8 +300,12 @@ def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_s
     shape = (128, 2048, 7, 7)
     assert training.GROUPS in modes(shape, "bf16") and training.group_width(shape, "bf16") == 32
     assert training.plan("forward", shape, "bf16", "f32", 16, 132, False).kernel.vectorized != training.GROUPS
-    stats = training.forward(shape, "bf16", "f32", training.GROUPS, False, 132, split=4, packs=training.FLAT)
+    stats = training.forward(shape, "bf16", "f32", training.GROUPS, False, 132, split=4)
     assert stats.grid == (64, 4, 1) and dict(stats.values)["COLS"] == 32
+    # The elementwise launch beside them streams in the rule's packs (GROUPS is the reductions' only).
+    assert stats.launches[-1].kernel.vectorized == training.FLAT
+    backward = training.backward((8, 64, 6, 6), "f32", "f32", training.GROUPS, False, 132)
+    assert backward.launches[-1].kernel.vectorized == 1
     assert training.GROUPS not in modes((128, 256, 14, 14), "bf16")  # 392-byte rows
     assert training.GROUPS not in modes(shape, "f32")  # 196-byte rows
     assert training.GROUPS not in modes(shape, "bf16", alignment=8)

@@ -217,6 +217,16 @@ def sums(shape: common.Shape4, dtype: str) -> Workspace:
     return Workspace("sums", common.acc_dtype(dtype), 2 * shape[1])
 
 
+def elementwise_packs(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool, packs: int | None
+                      ) -> int:  # fmt: skip
+    """The elementwise launch's pack mode beside reductions in mode `vectorized`: `packs` where given, else the
+    reductions' own, but for GROUPS (the reductions' only) elementwise_mode's at 16 bytes, the alignment GROUPS
+    needs."""
+    if packs is not None:
+        return packs
+    return elementwise_mode(shape, dtype, 16, channels_last) if vectorized == GROUPS else vectorized
+
+
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
             split: int | None = None, ctas: int | None = None, activation: int = 0, normalize: type | None = None,
             packs: int | None = None) -> Plan:  # fmt: skip
@@ -224,7 +234,7 @@ def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, chann
     kernel, of the same geometry), in pack mode `vectorized` (the normalize launch in `packs` where given)."""
     stats = reduction(BatchNorm2dBatchStats, shape, dtype, param, vectorized, channels_last, sms, split)
     kind = normalize or (BatchNorm2dNormalizeAct if activation else BatchNorm2dNormalize)
-    mode = vectorized if packs is None else packs
+    mode = elementwise_packs(shape, dtype, vectorized, channels_last, packs)
     normalize = elementwise(kind, shape, dtype, param, mode, channels_last, sms, ctas, activation)
     return Plan(stats.kernel, stats.grid, stats.values, stats.workspaces, (normalize,))
 
@@ -237,7 +247,7 @@ def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, chan
     kinds = ((BatchNorm2dBackwardReduceAct, BatchNorm2dBackwardElementwiseAct) if activation
              else (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise))  # fmt: skip
     reduce = reduction(kinds[0], shape, dtype, param, vectorized, channels_last, sms, split, 2, activation)
-    mode = vectorized if packs is None else packs
+    mode = elementwise_packs(shape, dtype, vectorized, channels_last, packs)
     dx = elementwise(kinds[1], shape, dtype, param, mode, channels_last, sms, ctas, activation)
     space = sums(shape, dtype)
     return Plan(
