@@ -423,9 +423,10 @@ def grids_around(shape: common.Shape4, dtype: str, vectorized: int, channels_las
 def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times for the forward's or the backward's two launches: the reduction split from a
     quarter to four times the rule's (in powers of two), by the elementwise grid at half, once and twice the rule's
-    (kept a multiple of what channels_last needs); where H*W = 1, in both memory formats' kernels; the one-launch
-    kernels up to four times the rule's channel size (NCHW) or within the rule's column block size (channels_last),
-    at each CTA size (and for channels_last each block width)."""
+    (kept a multiple of what channels_last needs), with NCHW reductions also in masked packs (rows no pack divides)
+    and over groups of channels (rows under GROUP_ROW_BYTES); where H*W = 1, in both memory formats' kernels; the
+    one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
+    (channels_last), at each CTA size (and for channels_last each block width)."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem))  # fmt: skip
 
