@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rust_kernels
 from rust_kernels import ArgumentError, SpecError, codegen, driver, resources
+from rust_kernels.dtypes import DTYPES
 from rust_kernels.kernels import BatchNorm2dNchwBackward, Kernel
 from rust_kernels.spec import RESERVED_FIELDS
 
@@ -214,3 +216,31 @@ def test_a_barrier_reached_by_part_of_the_cta_is_a_launch_error(tmp_path):
     x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
     with pytest.raises(rust_kernels.LaunchError, match=r"a barrier \(sync_threads\) reached by 32 of the 64 threads"):
         fn.launch(1, 64, (x, y, 64))
+
+
+WIDEN = """let p = thread::index_1d() as usize;
+if p < N as usize {
+    let v = x_ptr.cast::<D::Pack>().load(p);
+    let mut out = v;
+    pack::unroll(<D::Pack as Lanes>::LANES, |l| {
+        out.set_lane(l, D::from_acc(D::lane_acc(&v, l) * D::Acc::from_f32(2.0) + D::Acc::from_usize(l)))
+    });
+    y_ptr.cast::<D::Pack>().store(p, out);
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
+def test_a_body_reaches_the_documented_pack_helpers(tmp_path, dtype):
+    """docs/spec.md lists `pack::unroll` and `Float::lane_acc` among what a body sees (the prelude lacked `pack`):
+    a kernel widening each of N 16-byte packs lane by lane with them runs in the emulator, bf16's one-instruction
+    widening included."""
+    spec = SPEC.replace('dtypes = ["f32"]', 'dtypes = ["f32", "bf16", "f16"]')
+    kernel = program(tmp_path, WIDEN, spec).kernel("user_scale", 64, dtype=dtype)
+    storage = DTYPES[dtype].numpy_dtype()
+    lanes, packs = 16 // storage.itemsize, 5
+    x = np.random.default_rng(0).integers(-64, 64, packs * lanes).astype(storage)
+    y = np.zeros_like(x)
+    rust_kernels.compile(kernel, target="host").get_kernel().launch(1, 64, (x, y, packs))
+    want = 2 * x.astype(np.float64) + np.tile(np.arange(lanes), packs)
+    np.testing.assert_array_equal(y.astype(np.float64), want)

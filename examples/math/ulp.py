@@ -24,7 +24,7 @@ import rust_kernels
 mp.mp.dps = 40
 FUNCTIONS = (
     "exp exp2 exp_m1 ln log2 ln_1p tanh sin cos erf sigmoid rsqrt floor ceil round trunc "
-    "exp_fast exp2_fast ln_fast log2_fast tanh_fast sin_fast cos_fast rsqrt_fast recip_fast powf"
+    "exp_fast exp2_fast ln_fast log2_fast tanh_fast sin_fast cos_fast rsqrt_fast recip_fast powf erf_fast"
 ).split()
 FAST = {f for f in FUNCTIONS if f.endswith("_fast")}
 NUMPY = {"f32": np.float32, "f64": np.float64}
@@ -60,6 +60,7 @@ DOMAINS: dict[str, dict[str, list[tuple[float, float, str]]]] = {
     "cos_fast": {F32: [(-3.1415, 3.1415, "lin")]},
     "rsqrt_fast": {F32: [(1e-30, 1e30, "log")]},
     "recip_fast": {F32: [(1e-30, 1e30, "log")]},
+    "erf_fast": {F32: [(-5.0, 5.0, "lin"), (1e-30, 1.0, "log")]},
 }
 for _name in ("floor", "ceil", "round", "trunc"):
     DOMAINS[_name] = {F32: [(-1e4, 1e4, "lin")], F64: [(-1e9, 1e9, "lin")]}
@@ -73,7 +74,7 @@ BOUNDS = {
     F32: {"exp": 1.0, "exp2": 1.0, "exp_m1": 2.0, "ln": 1.0, "log2": 1.0, "ln_1p": 2.5, "tanh": 2.0, "sin": 1.5,
           "cos": 1.5, "erf": 2.0, "sigmoid": 2.0, "rsqrt": 1.5, "powf": 2.0, "floor": 0.0, "ceil": 0.0, "round": 0.0,
           "trunc": 0.0, "exp_fast": 4.0, "exp2_fast": 4.0, "ln_fast": 4.0, "log2_fast": 4.0, "tanh_fast": 8192.0,
-          "rsqrt_fast": 4.0, "recip_fast": 2.0},
+          "rsqrt_fast": 4.0, "recip_fast": 2.0, "erf_fast": 2.0},
     F64: {"exp": 1.0, "exp2": 1.0, "exp_m1": 2.0, "ln": 1.0, "log2": 1.0, "ln_1p": 2.5, "tanh": 2.0, "sin": 1.5,
           "cos": 1.5, "erf": 2.0, "sigmoid": 2.0, "rsqrt": 1.5, "powf": 2.5, "floor": 0.0, "ceil": 0.0, "round": 0.0,
           "trunc": 0.0},

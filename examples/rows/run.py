@@ -62,10 +62,10 @@ def gelu(x, bias, approximate: bool) -> np.ndarray:
 
 
 def gelu_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
-    """Every intermediate is bounded by |x + bias| (erf within 2 ulps, its argument and the products a few
-    roundings each) and the cubic term by |u|^3: at most 10 roundings of those. The tanh form is u sigmoid(2 z),
-    its sigmoid within 14 u relatively with exp_fast and recip_fast (all but f64), and |y| <= |u|: 10 u |u| + 4 u |y|
-    covers it."""
+    """Every intermediate is bounded by |x + bias| (erf, and erf_fast in all but f64, within 2 ulps, its argument
+    and the products a few roundings each) and the cubic term by |u|^3: at most 10 roundings of those. The tanh form
+    is u sigmoid(2 z), its sigmoid within 14 u relatively with exp_fast and recip_fast (all but f64), and |y| <= |u|:
+    10 u |u| + 4 u |y| covers it."""
     a = np.abs(x + inputs["bias"])
     return 10 * u * (a + GELU_CUBIC * a**3 * (1 + a)) + 4 * u * np.abs(want)
 
@@ -81,7 +81,10 @@ def softmax_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
     and one per doubling of warps), each merge rescaling a partial sum. Each difference errs by at most |v - max| u,
     each exponential by E (2 ulps; exp_fast, in all but f64, 4 more; an ulp is at most 2 u), each rescaling of a
     term by its shift (a term's shifts add up to at most the row's largest |v - max|), E and its product's rounding;
-    the sum adds a thread's k elements and the tree's levels; the quotient and the product round once each."""
+    the sum adds a thread's k elements and the tree's levels; the quotient and the product round once each. A row in
+    registers takes 2^(v log2 e - max log2 e) by one fma and exp2 (ex2.approx in all but f64): the fma's rounding and
+    log2 e's err by under 1.25 |v - max| u relatively, within the spread terms, and rounding max log2 e scales the
+    whole row's exponentials alike, which the quotient cancels."""
     spread = np.where(np.isfinite(x), x.max(axis=1, keepdims=True) - x, 0)  # a masked element's want is 0
     k = math.ceil(x.shape[1] / block)
     merges = 5 + int(math.log2(max(1, block // 32)))

@@ -44,7 +44,8 @@ pub trait GpuFloat: Copy {
 
 /// Fast approximations by the PTX `.approx` instructions (f32; subnormal inputs and results flushed to zero):
 /// `exp_fast` is `ex2.approx` of x log2 e (corrected for the product's rounding), `ln_fast` `lg2.approx` times
-/// ln 2. Their errors are in docs/math.md; the
+/// ln 2, `erf_fast` two short polynomials and one `ex2.approx` (no flushing: tiny x gives 2x / sqrt(pi)). Their
+/// errors are in docs/math.md; the
 /// emulator computes the exact value rounded, so emulated results can differ from the device's by those errors.
 /// On f64 (no such instructions) each is the accurate function.
 pub trait FastMath: Copy {
@@ -57,6 +58,7 @@ pub trait FastMath: Copy {
     fn cos_fast(self) -> Self;
     fn rsqrt_fast(self) -> Self;
     fn recip_fast(self) -> Self;
+    fn erf_fast(self) -> Self;
 }
 
 /// An arithmetic float: the type kernels compute in.
@@ -116,6 +118,12 @@ pub trait Float: Copy + 'static {
     type Pack8: Lanes<Elem = Self>;
     fn to_acc(self) -> Self::Acc;
     fn from_acc(value: Self::Acc) -> Self;
+    /// Lane `l` of a 16-byte pack in the accumulation type: `pack.lane(l).to_acc()`, or less where the type allows
+    /// (bf16). `l` should be a constant (a lane of [`unroll`](crate::pack::unroll)).
+    #[inline(always)]
+    fn lane_acc(pack: &Self::Pack, l: usize) -> Self::Acc {
+        pack.lane(l).to_acc()
+    }
 }
 
 macro_rules! forward {
@@ -272,6 +280,10 @@ impl FastMath for f32 {
     fn recip_fast(self) -> f32 {
         crate::arch::math::rcp_approx(self)
     }
+    #[inline(always)]
+    fn erf_fast(self) -> f32 {
+        crate::math::erf_fast_f32(self)
+    }
 }
 
 impl FastMath for f64 {
@@ -311,13 +323,17 @@ impl FastMath for f64 {
     fn recip_fast(self) -> f64 {
         1.0 / self
     }
+    #[inline(always)]
+    fn erf_fast(self) -> f64 {
+        GpuFloat::erf(self)
+    }
 }
 
 native_float!(f32, f32, 2);
 native_float!(f64, f64, 1);
 
 macro_rules! half_float {
-    ($(#[$doc:meta])* $t:ident, $to_f32:ident, $from_f32:ident) => {
+    ($(#[$doc:meta])* $t:ident, $to_f32:ident, $from_f32:ident $(, $lane_acc:item)?) => {
         $(#[$doc])*
         #[allow(non_camel_case_types)]
         #[repr(transparent)]
@@ -349,6 +365,7 @@ macro_rules! half_float {
             fn from_acc(value: f32) -> Self {
                 Self(crate::arch::float::$from_f32(value))
             }
+            $($lane_acc)?
         }
     };
 }
@@ -357,7 +374,16 @@ half_float!(
     /// bfloat16 (8 exponent bits, 7 mantissa bits), stored as its bits and computed in f32. Equality compares bits.
     bf16,
     bf16_to_f32,
-    f32_to_bf16
+    f32_to_bf16,
+    // A bf16 is the upper half of its f32, and a pack's 32-bit words hold two lanes: an even lane widens by one
+    // shift, an odd one by one mask (taking the half out first and shifting it back is two instructions).
+    #[inline(always)]
+    fn lane_acc(pack: &Pack<bf16, 8>, l: usize) -> f32 {
+        // SAFETY: 16 bytes either way, every bit pattern valid.
+        let words: [u32; 4] = unsafe { core::mem::transmute(*pack) };
+        let word = words[l / 2];
+        f32::from_bits(if l.is_multiple_of(2) { word << 16 } else { word & 0xffff_0000 })
+    }
 );
 half_float!(
     /// IEEE binary16 (5 exponent bits, 10 mantissa bits), stored as its bits and computed in f32. Equality compares
@@ -377,6 +403,23 @@ mod tests {
 
     fn to_f16(value: f32) -> u16 {
         f16::from_acc(value).to_bits()
+    }
+
+    #[test]
+    fn a_packs_lanes_widen_as_their_elements_do() {
+        use crate::pack::{Lanes, Pack};
+        for high in 0..=u16::MAX {
+            // Every pattern in an even and an odd lane of each word, beside a varying neighbour.
+            let low = high.rotate_left(7) ^ 0x5a5a;
+            let pack = Pack([low, high, high, low, low, high, high, low].map(bf16::from_bits));
+            for l in 0..8 {
+                let (got, want) = (bf16::lane_acc(&pack, l), pack.lane(l).to_acc());
+                assert!(
+                    got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                    "{l} {high:#x}"
+                );
+            }
+        }
     }
 
     #[test]

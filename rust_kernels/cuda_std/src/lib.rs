@@ -47,5 +47,5 @@ pub mod prelude {
     pub use crate::mem::{DevicePtr, StoreAcc};
     pub use crate::pack::{Lanes, Pack, Pack8};
     pub use crate::reduce::{self, MaxSum, Welford};
-    pub use crate::{atomic, row, shared, thread, warp};
+    pub use crate::{atomic, pack, row, shared, thread, warp};
 }

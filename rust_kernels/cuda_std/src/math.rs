@@ -465,6 +465,50 @@ pub(crate) fn erf<T: Ieee>(x: T) -> T {
     with_sign(T::c(1.0) - exp(-(a * a)) * (g * t), x)
 }
 
+/// erf of f32 in about 25 instructions (`FastMath::erf_fast`): x + x (P(x^2) - 1) below `ERF_FAST_SPLIT`,
+/// 1 - 2^Q(|x|) by `ex2.approx` up to 4, +-1 beyond (P, Q: scripts/fit_erf_fast.py). Both sides are computed and one
+/// selected, so a warp whose lanes straddle the split does not run both in turn. Unlike the functions above, the
+/// device's result can differ from the emulator's, by `ex2.approx`'s error on the far side.
+pub(crate) fn erf_fast_f32(x: f32) -> f32 {
+    let a = abs(x);
+    let near = a.fma(poly(a * a, &ERF_FAST_NEAR, ERF_FAST_NEAR.len()), a);
+    let far = 1.0 - crate::arch::math::ex2_approx(poly(a, &ERF_FAST_FAR, ERF_FAST_FAR.len()));
+    // A NaN takes `near`, itself a NaN. (Written as selects in this order, LLVM keeps them selects.)
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    let r = if !(a >= ERF_FAST_SPLIT) {
+        near
+    } else if a < 4.0 {
+        far
+    } else {
+        1.0
+    };
+    with_sign(r, x)
+}
+
+const ERF_FAST_SPLIT: f32 = 1.0;
+/// erf(x) / x on [0, ERF_FAST_SPLIT^2] in z = x^2, less 1 (the leading term, added exactly).
+const ERF_FAST_NEAR: [f64; 7] = [
+    1.1283791658483509 - 1.0,
+    -0.37612626666720334,
+    0.11283594715160218,
+    -0.026854212010626412,
+    0.005189087423433974,
+    -0.000801686428716587,
+    7.875875062685488e-05,
+];
+/// log2(erfc(x)) on [ERF_FAST_SPLIT, 4] in x.
+const ERF_FAST_FAR: [f64; 9] = [
+    0.0004618615766698807,
+    -1.630582171493444,
+    -0.911532311288859,
+    -0.1588119897709087,
+    0.03811764189002414,
+    -0.006866645968928733,
+    0.000861008516515442,
+    -6.644770978074627e-05,
+    2.361910227018601e-06,
+];
+
 /// 2/sqrt(pi) (-1)^k / (k! (2k + 1)): erf x = x E(x^2).
 const ERF_SERIES: [f64; 20] = {
     let mut t = [0.0; 20];
@@ -553,7 +597,7 @@ ieee!(f64, 52, 1023, u64, terms: 14 10 9 10 19,
 
 #[cfg(test)]
 mod tests {
-    use crate::float::GpuFloat;
+    use crate::float::{FastMath, GpuFloat};
 
     /// |got - want| in ulps of f32 at `want` (an f64 reference, so fractions of an ulp count).
     fn ulps32(got: f32, want: f64) -> f64 {
@@ -581,7 +625,7 @@ mod tests {
 
     #[test]
     fn f32_functions_are_within_their_bounds_against_f64() {
-        let cases: [Case; 12] = [
+        let cases: [Case; 14] = [
             ("exp", GpuFloat::exp, f64::exp, -103.0, 88.7, 1.0),
             ("exp2", GpuFloat::exp2, f64::exp2, -149.0, 127.9, 1.0),
             ("exp_m1", GpuFloat::exp_m1, f64::exp_m1, -20.0, 88.7, 1.5),
@@ -601,6 +645,9 @@ mod tests {
                 2.0,
             ),
             ("tanh small", GpuFloat::tanh, f64::tanh, -0.01, 0.01, 2.0),
+            // Every f32 in [0, 4.5]: 1.127 ulp at most (docs/math.md); ex2.approx adds under 0.5 on the GPU.
+            ("erf_fast", FastMath::erf_fast, GpuFloat::erf, -4.5, 4.5, 1.2),
+            ("erf_fast small", FastMath::erf_fast, GpuFloat::erf, -1e-3, 1e-3, 1.2),
         ];
         let mut failed = Vec::new();
         for (name, f, reference, lo, hi, bound) in cases {
@@ -644,6 +691,9 @@ mod tests {
         assert_eq!(GpuFloat::erf(inf), 1.0);
         assert_eq!(GpuFloat::erf(-inf), -1.0);
         assert!(GpuFloat::erf(f32::NAN).is_nan() && GpuFloat::tanh(f32::NAN).is_nan());
+        assert_eq!(FastMath::erf_fast(inf), 1.0);
+        assert_eq!(FastMath::erf_fast(-inf), -1.0);
+        assert!(FastMath::erf_fast(f32::NAN).is_nan());
         assert_eq!(GpuFloat::sigmoid(-inf), 0.0);
         assert_eq!(GpuFloat::sigmoid(inf), 1.0);
         assert!(GpuFloat::sin(inf).is_nan() && GpuFloat::cos(f32::NAN).is_nan());
@@ -652,6 +702,7 @@ mod tests {
             GpuFloat::exp_m1,
             GpuFloat::tanh,
             GpuFloat::erf,
+            FastMath::erf_fast,
             GpuFloat::ln_1p,
         ] {
             assert_eq!(f(-0.0).to_bits(), (-0.0f32).to_bits(), "-0 keeps its sign");

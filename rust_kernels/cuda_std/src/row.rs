@@ -65,7 +65,7 @@ pub unsafe fn for_each<D: Float>(
     let mut p = thread;
     while p < split.packs {
         let pack = unsafe { packs.load(p) };
-        unroll(lanes, |l| f(split.head + p * lanes + l, pack.lane(l).to_acc()));
+        unroll(lanes, |l| f(split.head + p * lanes + l, D::lane_acc(&pack, l)));
         p += threads;
     }
 }
@@ -123,7 +123,7 @@ pub unsafe fn map_with<D: Float, const K: usize>(
         let others = with.map(|a| unsafe { a.load(p) });
         unroll(lanes, |l| {
             let i = split.head + p * lanes + l;
-            let value = f(i, pack.lane(l).to_acc(), others.map(|o| o.lane(l).to_acc()));
+            let value = f(i, D::lane_acc(&pack, l), others.map(|o| D::lane_acc(&o, l)));
             pack.set_lane(l, D::from_acc(value));
         });
         unsafe { to.store(p, pack) };
@@ -190,7 +190,7 @@ impl<D: Float, const E: usize> Tile<D, E> {
             let p = thread + k * threads;
             if p < split.packs {
                 let pack = unsafe { packs.load(p) };
-                unroll(Self::LANES, |l| values[k * Self::LANES + l] = pack.lane(l).to_acc());
+                unroll(Self::LANES, |l| values[k * Self::LANES + l] = D::lane_acc(&pack, l));
             }
         });
         Some(tile)
@@ -257,7 +257,7 @@ impl<D: Float, const E: usize> Tile<D, E> {
                     let value = f(
                         base + l,
                         self.values[k * Self::LANES + l],
-                        others.map(|o| o.lane(l).to_acc()),
+                        others.map(|o| D::lane_acc(&o, l)),
                     );
                     out.set_lane(l, D::from_acc(value));
                 });
