@@ -3,9 +3,9 @@ the same bytes, 2^24 elements per shape, 512-16384 columns:
 - softmax with one fma and ex2.approx an element ("after") against exp_fast of v - max ("before"), and bias + GELU
   (erf form) with erf_fast against the accurate erf. The "before" specs (before/) are HEAD 3689dd9's templates under
   other names; both sides build with this commit's cuda_std.
-- RMSNorm holding the row as row::Tile does ("tile": f32 values, any start and length) against packed/'s
-  rms_norm_packed ("packed": the row's 16-byte packs of storage, whole aligned packs only), an experiment on the
-  registers a long bf16 row takes.
+- RMSNorm and LayerNorm holding the row as row::Tile does ("tile": f32 values, any start and length) against
+  packed/'s rms_norm_packed and layer_norm_packed ("packed": the row's 16-byte packs of storage, whole aligned packs
+  only), an experiment on the registers a long bf16 row takes.
 
     python ab.py build    # here, into RUST_KERNELS_CACHE_DIR
     python ab.py time     # on the GPU
@@ -21,7 +21,8 @@ import run  # noqa: E402
 import rust_kernels  # noqa: E402
 
 BEFORE, PACKED = rust_kernels.Program(HERE / "before"), rust_kernels.Program(HERE / "packed")
-CASES = [c for c in run.CASES if c.name in ("softmax", "rms_norm_forward") or c.consts == {"APPROXIMATE": 0}]
+NORMS = ("rms_norm_forward", "layer_norm_forward")
+CASES = [c for c in run.CASES if c.name in ("softmax", *NORMS) or c.consts == {"APPROXIMATE": 0}]
 
 
 def pairs():
@@ -31,8 +32,10 @@ def pairs():
             for n in run.BENCH_COLUMNS:
                 threads, consts = run.plan(case, n, 4 if dtype == "f32" else 8)
                 ours = run.kernel_for(case, dtype, threads, consts)
-                if case.name == "rms_norm_forward":
-                    other = PACKED.kernel("rms_norm_packed", dtype=dtype, block=threads, **consts)
+                if case.name in NORMS:
+                    other = PACKED.kernel(
+                        case.name.replace("_forward", "_packed"), dtype=dtype, block=threads, **consts
+                    )
                     yield case, dtype, n, threads, (("tile", ours), ("packed", other))
                 else:
                     extra = {k.lower(): v for k, v in case.consts.items()}

@@ -1,6 +1,6 @@
 """Static figures of the changed row kernels (here, no GPU): registers (ptxas -v) and SASS instructions (nvdisasm,
 from the nvidia-cuda-nvdisasm wheel: NVDISASM=.../bin/nvdisasm) of each kernel before (before/, HEAD's templates)
-and after (ab.py's pairs, RMSNorm's tile and packed forms too), at every bench plan; for bias + GELU also the
+and after (ab.py's pairs, the norms' tile and packed forms too), at every bench plan; for bias + GELU also the
 straight-line body of one 16-byte pack (first 16-byte load to first 16-byte store). Static counts, not timings.
 
     python sass.py
