@@ -1,5 +1,5 @@
-"""Two forms of a row kernel in one process (from the repository root; not yet run on a GPU), each beside a copy of
-the same bytes, 2^24 elements per shape, 512-16384 columns:
+"""Two forms of a row kernel in one process (from the repository root; run on the H200 on 12-05: device/ab.log),
+each beside a copy of the same bytes, 2^24 elements per shape, 512-16384 columns:
 - softmax with one fma and ex2.approx an element ("after") against exp_fast of v - max ("before"), and bias + GELU
   (erf form) with erf_fast against the accurate erf. The "before" specs (before/) are HEAD 3689dd9's templates under
   other names; both sides build with this commit's cuda_std.

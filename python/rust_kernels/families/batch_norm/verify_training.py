@@ -57,7 +57,8 @@ SPACES = {
 }
 SANITIZE_SHAPES = [
     (2, 3, 5, 8),  # H*W = 40: every NCHW pack; C = 3 forbids channels_last packs
-    (3, 40, 1, 7),  # C = 40: channels_last packs of 8 bf16 or 4 f32, 5 or 10 column units
+    (3, 40, 3, 3),  # C = 40: channels_last packs of 8 bf16 or 4 f32, 5 or 10 column units; rows of 9: packs across
+    # two channels in the NCHW masked and grouped reductions
     (4, 2, 31, 33),  # 4 092 single elements per channel: several unrolled steps per thread
     (2, 64, 12, 16),  # several vectorized steps, and slices, in both layouts
 ]
