@@ -72,6 +72,14 @@ def test_racecheck_and_synccheck_keep_to_one_dtype_per_accumulation_type():
         ("========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n", sanitize.Summary(1, 0)),
         ("Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named 'torch'\n",
          sanitize.Summary(None)),
+        # the entry points named by the reports, the most named first; host frames name none
+        ("========= Warning: (Warp Level Programming) Potential WAR hazard detected at __shared__ 0x404 in block "
+         "(0,0,0) :\n=========     Read Thread (1,0,0) at a_entry_point+0x2440\n"
+         "=========     Write Thread (0,0,0) at a_entry_point+0x34b0\n"
+         "=========         Host Frame: cuLaunchKernel [0x39fb94] in libcuda.so.1\n"
+         "========= Invalid __shared__ read of size 4 bytes\n=========     at b_entry_point+0x1b0 in lib.rs:12\n"
+         "========= RACECHECK SUMMARY: 2 hazards displayed (0 errors, 2 warnings)\n",
+         sanitize.Summary(0, 2, ("a_entry_point", "b_entry_point"))),
     ],
 )  # fmt: skip
 def test_summaries_are_read_from_the_sanitizer_output(output, expected):
@@ -98,6 +106,7 @@ def _stand_in(directory: Path, body: str) -> Path:
 def test_the_parent_logs_each_tool_and_fails_on_errors(monkeypatch, capsys, tmp_path):
     body = (
         'case "$2" in racecheck) echo "sanitize child: 2 cases run, 0 failed"; '
+        'echo "=========     Write Thread (0,0,0) at k_entry_point+0x34b0"; '
         'echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"; exit 1;; '
         '*) echo "sanitize child: 3 cases run, 0 failed"; echo "========= ERROR SUMMARY: 0 errors";; esac'
     )
@@ -106,6 +115,7 @@ def test_the_parent_logs_each_tool_and_fails_on_errors(monkeypatch, capsys, tmp_
     out = capsys.readouterr().out
     assert "memcheck   clean: 0 errors, exit 0" in out and "(3 cases run, 0 failed)" in out
     assert "racecheck  FAILED: 1 errors, exit 1" in out and "FAILED: 1 of 2 tools clean" in out
+    assert "(2 cases run, 0 failed); reported in k_entry_point" in out
     log = (tmp_path / "out" / "sanitize.log").read_text()
     assert "===== memcheck: " in log and "--tool memcheck" in log and "RACECHECK SUMMARY: 1 hazard" in log
 

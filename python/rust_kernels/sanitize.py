@@ -18,6 +18,7 @@ exactly).
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import shutil
@@ -105,17 +106,23 @@ def find_sanitizer() -> Path | None:
 class Summary:
     errors: int | None  # None: no summary line (the sanitizer did not finish)
     warnings: int = 0  # racecheck's hazards of warning level
+    kernels: tuple[str, ...] = ()  # the entry points its reports name, the most named first
+
+
+# A report's device location: "at <entry point>+0x<offset>" (memcheck's frames, racecheck's accesses).
+REPORTED_AT = re.compile(r"^=========.* at (\w+)\+0x[0-9a-f]+", re.MULTILINE)
 
 
 def summary(output: str) -> Summary:
     """The counts in a sanitizer run's output: racecheck's "RACECHECK SUMMARY: N hazards displayed (E errors, W
-    warnings)" where present, else the last "ERROR SUMMARY: N errors"."""
+    warnings)" where present, else the last "ERROR SUMMARY: N errors"; and the entry points its reports name."""
+    kernels = tuple(name for name, _ in collections.Counter(REPORTED_AT.findall(output)).most_common())
     race = re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)", output)
     if race:
         errors, warnings = race[-1]
-        return Summary(int(errors), int(warnings))
+        return Summary(int(errors), int(warnings), kernels)
     found = re.findall(r"ERROR SUMMARY: (\d+) errors?", output)
-    return Summary(int(found[-1]) if found else None)
+    return Summary(int(found[-1]) if found else None, kernels=kernels)
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,8 @@ class ToolRun:
         state = "timed out" if self.returncode is None else f"exit {self.returncode}"
         verdict = "clean" if self.clean else "FAILED"
         ran = self.ran or "the child never finished"
-        return f"{self.tool:<10} {verdict}: {counts}, {state}, {self.seconds:.0f} s ({ran})"
+        named = f"; reported in {', '.join(s.kernels)}" if s.kernels else ""
+        return f"{self.tool:<10} {verdict}: {counts}, {state}, {self.seconds:.0f} s ({ran}){named}"
 
 
 CHILD_DONE = re.compile(r"^sanitize child: .*$", re.MULTILINE)
