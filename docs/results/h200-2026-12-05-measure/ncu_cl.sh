@@ -29,3 +29,9 @@ for r in recs:
           + " ".join(f"{n[25:-20]}={num(r, n):.0f}" for n in top))
 PY
 timeout 60 python "$here/ncu_cl.py" "${shapes[@]}"
+# The row kernels at 512 and 1024 columns over (threads, elements) plans (rows_short.py; rkc2.tgz: its kernels,
+# built here by `RUST_KERNELS_CACHE_DIR=rkc2 python rows_short.py build`, then `tar czf rkc2.tgz -C rkc2 kernels
+# by-source`).
+cd - > /dev/null || exit 1
+mkdir -p /tmp/rkc2 && tar xzf rkc2.tgz -C /tmp/rkc2
+PYTHONPATH=$PWD/python RUST_KERNELS_CACHE_DIR=/tmp/rkc2 RUST_KERNELS_QUIET=1 timeout 60 python "$here/rows_short.py" time
