@@ -571,3 +571,28 @@ def test_fuse_runs_ours_through_convert_fuse_true(monkeypatch):
     (r,) = models.run(torch, plan, convert=convert, device="cpu", build=build_small)
     assert r.ms["ours"] is not None and r.grads is not None and r.grads.worst < 1e-4, (r.notes, r.grads)
     assert sum(isinstance(m, rk_torch.FusedBatchNorm2d) for m in made[0].modules()) == 2
+
+
+def test_inference_runs_the_forward_alone_in_eval_mode_and_compares_the_logits(monkeypatch):
+    """--bn eval: each side's model in eval mode, the forward under no_grad (no gradient, no optimizer step, the BN
+    statistics untouched); the logits compared. With --fuse, ours runs the eval-mode fused kernels."""
+    import rust_kernels.torch as rk_torch
+    from rust_kernels.families.batch_norm import frozen_fused
+    from rust_kernels.torch import library
+
+    seen = []
+    run_host = library.run_host
+    monkeypatch.setattr(library, "run_host", lambda op, *a, **k: seen.append(op) or run_host(op, *a, **k))
+    plan = replace(SMALL_PLAN, bn="eval", fuse=True)
+    made = []
+
+    def convert(model: Any, fuse: bool = False) -> Any:
+        made.append(rk_torch.convert(model, fuse=fuse))
+        return made[-1]
+
+    (r,) = models.run(torch, plan, convert=convert, device="cpu", build=build_small)
+    assert r.ms["torch"] > 0 and r.ms["ours"] > 0, r.notes
+    assert r.grads is not None and list(r.grads.differences) == ["logits"] and r.grads.worst <= 1e-5
+    assert not any("statistics changed" in note for note in r.notes), r.notes
+    assert not made[0].training and all(p.grad is None for p in made[0].parameters())
+    assert frozen_fused.ACT_FORWARD in seen and frozen_fused.ACT_BACKWARD not in seen

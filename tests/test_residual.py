@@ -174,6 +174,20 @@ class _Bottleneck(torch.nn.Module):
         return self.relu(out)
 
 
+def assert_same_step(theirs, ours, x, layout) -> None:
+    """A forward and backward of both bottlenecks on x (the loss weighting their outputs by x): ours' output (in
+    `layout`), its input's and parameters' gradients (accumulated) as theirs'."""
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = theirs(a), ours(b)
+    (ya * x.repeat(1, 2, 1, 1)).sum().backward(), (yb * x.repeat(1, 2, 1, 1)).sum().backward()
+    torch.testing.assert_close(yb, ya)
+    assert yb.is_contiguous(memory_format=layout)
+    torch.testing.assert_close(b.grad, a.grad)
+    mine = dict(ours.named_parameters())
+    for name, p in theirs.named_parameters():
+        torch.testing.assert_close(mine[name].grad, p.grad, msg=name)
+
+
 @pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
 def test_convert_fuse_fuses_the_bottleneck_s_add_and_relu(layout, monkeypatch):
     torch.manual_seed(3)
@@ -186,15 +200,7 @@ def test_convert_fuse_fuses_the_bottleneck_s_add_and_relu(layout, monkeypatch):
     monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))
     x = torch.randn(2, 4, 5, 5, dtype=torch.float64).contiguous(memory_format=layout)
     for _ in range(2):  # two steps: the running statistics of both
-        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
-        ya, yb = theirs(a), ours(b)
-        (ya * x.repeat(1, 2, 1, 1)).sum().backward(), (yb * x.repeat(1, 2, 1, 1)).sum().backward()
-        torch.testing.assert_close(yb, ya)
-        assert yb.is_contiguous(memory_format=layout)
-        torch.testing.assert_close(b.grad, a.grad)
-    mine = dict(ours.named_parameters())
-    for name, p in theirs.named_parameters():
-        torch.testing.assert_close(mine[name].grad, p.grad, msg=name)
+        assert_same_step(theirs, ours, x, layout)
     state = ours.state_dict()
     for name, t in theirs.state_dict().items():
         torch.testing.assert_close(state[name], t, msg=name)
@@ -235,6 +241,19 @@ def test_a_fused_bottleneck_traces_whole_under_torch_compile():
 
 
 # --- on the GPU -------------------------------------------------------------------------------------------------------
+def rounded_inputs(shape, key):
+    """The activations' and the parameters' torch dtypes of `key`, then x, residual, dy (activations), weight and bias
+    (parameters): random, as float64 rounded to those dtypes (seed 0)."""
+    act, par = (getattr(torch, DTYPES[d].numpy) for d in split_key(key))
+    torch.manual_seed(0)
+    c = shape[1]
+    x64, r64, dy64 = (torch.randn(shape, dtype=torch.float64).to(act).double() for _ in range(3))
+    x64 = (x64 * 3 + 2).to(act).double()
+    w64, b64 = ((torch.rand(c, dtype=torch.float64) + 0.5).to(par).double(),
+                torch.randn(c, dtype=torch.float64).to(par).double())  # fmt: skip
+    return act, par, x64, r64, dy64, w64, b64
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
 @pytest.mark.parametrize("key", ["f32", "f64", "bf16-f32", "f16-f32", "bf16", "f16"])
@@ -244,14 +263,9 @@ def test_gpu_fused_matches_float64_as_closely_as_torch_unfused(shape, key, chann
     the same inputs (as rounded to `key`'s storage: the ReLU's mask flips where the rounding of an input moves z +
     residual across 0, for both alike): ours never more than twice torch's error (or a tenth of the dtype's
     tolerance)."""
-    act, par = (getattr(torch, DTYPES[d].numpy) for d in split_key(key))
+    act, par, x64, r64, dy64, w64, b64 = rounded_inputs(shape, key)
     layout = torch.channels_last if channels_last else torch.contiguous_format
-    torch.manual_seed(0)
     c = shape[1]
-    x64, r64, dy64 = (torch.randn(shape, dtype=torch.float64).to(act).double() for _ in range(3))
-    x64 = (x64 * 3 + 2).to(act).double()
-    w64, b64 = ((torch.rand(c, dtype=torch.float64) + 0.5).to(par).double(),
-                torch.randn(c, dtype=torch.float64).to(par).double())  # fmt: skip
 
     def run(fused, dtype, pdtype, device):
         x, r, dy = (t.to(device, dtype).contiguous(memory_format=layout) for t in (x64, r64, dy64))

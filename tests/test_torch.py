@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="the rust_kernels[torch] tests need 
 import rust_kernels.torch as rk_torch  # noqa: E402 (after the skip)
 from rust_kernels import ArgumentError, RustKernelsError, arrays, registry  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
-from rust_kernels.families.batch_norm import activation, backward, common, forward  # noqa: E402
+from rust_kernels.families.batch_norm import activation, backward, common, forward, frozen_fused  # noqa: E402
 from rust_kernels.torch import library  # noqa: E402
 
 F = torch.nn.functional
@@ -711,11 +711,12 @@ def test_convert_takes_timms_batchnormact_and_torchvisions_frozen_batchnorm(monk
         torch.testing.assert_close(b.grad, a.grad)
     for a, b in zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True):
         torch.testing.assert_close(b, a)
-    ours_calls = sum(c[0] in (forward.NATIVE, forward.NCHW, activation.FORWARD) for c in seen)
+    fusing = (activation.FORWARD, frozen_fused.ACT_FORWARD)
+    ours_calls = sum(c[0] in (forward.NATIVE, forward.NCHW, *fusing) for c in seen)
     assert ours_calls == 4  # both modules in both layouts
-    assert sum(c[0] is backward.NATIVE and not c[-3] for c in seen) == (1 if training else 2)  # eval channels_last
-    fused = sum(c[0] is activation.FORWARD for c in seen)
-    assert fused == (2 if training else 0)  # training with SiLU and no drop: normalisation and activation fused
+    assert sum(c[0] is backward.NATIVE and not c[-3] for c in seen) == 1  # the frozen BN's, eval channels_last
+    fused = sum(c[0] in fusing for c in seen)
+    assert fused == 2  # SiLU and no drop: normalisation and activation fused, in both modes
 
 
 @pytest.mark.parametrize(("act", "drop", "fused"), [(torch.nn.ReLU(inplace=True), torch.nn.Identity(), True),

@@ -21,10 +21,10 @@ through ctypes (the floor) to our checked launch, cuda.core and CuPy; CUDA-graph
 the time to load the module from its cubin against JIT-compiling its PTX.
 
 Model benchmark (`models`, with --models, instead of the two above): torchvision models (ResNet-50, MobileNetV2 by
-default) fine-tuned with BatchNorm frozen, torch's BN against ours (rust_kernels.torch.convert) in one process on
-identical weights and inputs, per model x --batch x --dtype (f32; bf16 through torch.autocast) x --modes (eager;
-graph, the whole step captured by torch.cuda.graph): step time, gradients compared, BN's share of the step's CUDA
-time (torch.profiler). See `models`.
+default) fine-tuned with BatchNorm frozen (or training it, or in inference: --bn), torch's BN against ours
+(rust_kernels.torch.convert) in one process on identical weights and inputs, per model x --batch x --dtype (f32;
+bf16 through torch.autocast) x --modes (eager; graph, the whole step captured by torch.cuda.graph): step time,
+gradients (inference: the logits) compared, BN's share of the step's CUDA time (torch.profiler). See `models`.
 
 Modules: `timing` (the timers), `ops`, `launch` and `models` (what is measured), `report` (results, CSV, tables, PNG,
 log). Files written to --out: bench.csv, host.csv, bench.png (when matplotlib is installed), launch.csv, bench.log;
@@ -108,7 +108,8 @@ def parser() -> argparse.ArgumentParser:
         "model benchmark", "--models runs it instead of the op and launch benchmarks (run those in a separate call)"
     )
     m.add_argument("--models", nargs="*", metavar="NAME", help="torchvision models training (BN frozen, or --bn "
-                   f"train), torch's BN against ours (bare: {' '.join(models.MODELS)})")  # fmt: skip
+                   "train) or in inference (--bn eval), torch's BN against ours (bare: "
+                   f"{' '.join(models.MODELS)})")  # fmt: skip
     m.add_argument("--batch", nargs="+", type=_at_least(1), default=list(models.BATCHES), help="batch sizes")
     m.add_argument("--modes", nargs="+", choices=models.ALL_MODES, default=list(models.MODES),
                    help="eager steps, the whole step captured as a CUDA graph and replayed, and/or the model through "
@@ -117,7 +118,8 @@ def parser() -> argparse.ArgumentParser:
         "--bn",
         choices=models.BN_MODES,
         default="frozen",
-        help="BN frozen (fine-tuning: eval-mode BN in a training step) or training (batch statistics)",
+        help="BN frozen (fine-tuning: eval-mode BN in a training step), training (batch statistics), or eval "
+        "(inference: the model in eval mode, the forward alone under no_grad)",
     )
     m.add_argument("--memory-format", choices=models.MEMORY_FORMATS, default=models.MEMORY_FORMATS[0],
                    help="the memory format of the model and its inputs")  # fmt: skip

@@ -7,7 +7,8 @@ One cell per model x batch x dtype x mode, for the plan's BN mode and memory for
 - the step: `model.train()`; with BN "frozen" (fine-tuning, the default) every BN module back in eval (running
   statistics used and not updated, weight and bias trainable, the rest of the model trains); with BN "train" every
   BN module trains (batch statistics, running statistics updated); the forward in f32, or in bf16 through
-  `torch.autocast` with f32 master weights; cross-entropy on random labels; backward; SGD (momentum 0.9). The BN
+  `torch.autocast` with f32 master weights; cross-entropy on random labels; backward; SGD (momentum 0.9). With BN
+  "eval" the step is inference instead: `model.eval()`, the forward alone under `torch.no_grad()`. The BN
   statistics are first made realistic: each model's BN layers are calibrated once on random images in training mode
   (weights=None, no downloads), so the frozen network normalises its activations as a pretrained one would.
   The memory format: the model and its inputs contiguous, or in channels_last (that of mixed-precision CNN training);
@@ -21,7 +22,8 @@ One cell per model x batch x dtype x mode, for the plan's BN mode and memory for
   blocks' first steps): a step whose host time reaches its GPU time is limited by the host;
 - gradients: after the warm-up (and the capture), ours gets torch's weights, each side runs one step (a replay in
   graph mode, so the check also proves that the graph recomputes) and every parameter's gradient is compared:
-  ||g_ours - g_torch|| / ||g_torch||, the worst over the parameters reported (f32 target: at most 1e-5);
+  ||g_ours - g_torch|| / ||g_torch||, the worst over the parameters reported (f32 target: at most 1e-5); in
+  inference (BN "eval") the logits are compared so, under the name "logits";
 - BN's share: torch.profiler over --profile-steps eager steps per (model, batch, dtype) and side, run after all the
   timing so the profiler never touches a timed step: the CUDA time of kernels whose names look like batch norm
   (BN_PATTERNS; ours are named batch_norm_2d_nchw_*) over the CUDA time of all kernels, memory copies and sets. The
@@ -57,7 +59,7 @@ BATCHES = (64, 256)
 DTYPES = ("f32", "bf16")  # bf16: torch.autocast(bfloat16), f32 master weights
 MODES = ("eager", "graph")
 ALL_MODES = (*MODES, "compile")
-BN_MODES = ("frozen", "train")
+BN_MODES = ("frozen", "train", "eval")  # fine-tuning, training, inference
 MEMORY_FORMATS = ("contiguous", "channels_last")
 SIDES = ("torch", "ours")
 STEPS = 20  # timed steps per side and cell
@@ -170,16 +172,17 @@ def named_grads(model: Any) -> dict[str, Any]:
 
 
 class Side:
-    """One side of a cell: its model reset to the cell's weights with BN frozen, a fresh SGD, the static inputs, and
-    the step, run eagerly or as the replay of its captured graph."""
+    """One side of a cell: its model reset to the cell's weights with BN frozen (or as `bn` says), a fresh SGD, the
+    static inputs, and the step, run eagerly or as the replay of its captured graph."""
 
     def __init__(self, torch: Any, model: Any, state: Mapping[str, Any], x: Any, y: Any, dtype: str,
                  bn: str = "frozen", channels_last: bool = False, compiled: bool = False) -> None:  # fmt: skip
         model.load_state_dict(state)
+        self.inference = bn == "eval"
         if bn == "frozen":
             freeze_batchnorm(torch, model)
         else:
-            model.train()
+            model.train(not self.inference)
         if channels_last:
             model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
@@ -190,6 +193,7 @@ class Side:
         self.optimizer = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
         self.graph: Any = None
         self.loss: Any = None
+        self.logits: Any = None  # inference's output
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.amp is None:
@@ -198,7 +202,11 @@ class Side:
         return self.torch.autocast(device_type=self.x.device.type, dtype=self.amp, cache_enabled=False)
 
     def step(self) -> None:
-        """One training step, eagerly."""
+        """One training step (or inference), eagerly."""
+        if self.inference:
+            with self.torch.no_grad(), self.autocast():
+                self.logits = self.forward(self.x)
+            return
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
             loss = self.torch.nn.functional.cross_entropy(self.forward(self.x), self.y)
@@ -510,7 +518,7 @@ class Plan:
     classes: int = CLASSES
     calibration: tuple[int, int] = CALIBRATION
     budget_s: float = 0.0  # no limit
-    bn: str = "frozen"  # or "train" (BN_MODES)
+    bn: str = "frozen"  # or "train", "eval" (BN_MODES)
     memory_format: str = "contiguous"  # or "channels_last" (MEMORY_FORMATS)
     fuse: bool = False  # ours: convert(model, fuse=True): BN + ReLU/SiLU/ReLU6 and BN + add + ReLU fused
 
@@ -793,6 +801,8 @@ class Runner:
             self.torch.manual_seed(SEED + 2)  # seeds the CUDA generators too; a graph's replay reads them anew
             side.run()
         self.sync()
+        if reference.inference:
+            return compare_grads({"logits": reference.logits}, {"logits": ours.logits})
         return compare_grads(named_grads(reference.model), named_grads(ours.model))
 
     def run_profiles(self, results: list[ModelResult]) -> None:
@@ -938,9 +948,9 @@ def table_cells(r: ModelResult) -> list[str]:
 def print_table(results: Sequence[ModelResult], out: TextIO | None = None) -> None:
     out = report._out(out)
     print(
-        "models: training step (BN frozen or training, as the run says), median ms per step (CUDA events), ours vs"
-        " torch = torch ms / ours ms;"
-        " host = ms to issue a step; grad rel = worst ||g_ours - g_torch|| / ||g_torch|| over the parameters; BN% and"
+        "models: training step (BN frozen or training) or inference, as the run says, median ms per step (CUDA"
+        " events), ours vs torch = torch ms / ours ms; host = ms to issue a step; grad rel = worst ||g_ours -"
+        " g_torch|| / ||g_torch|| over the parameters (inference: over the logits); BN% and"
         " BN ms = BN kernels' share of the step's CUDA time and their ms per step (torch.profiler, eager steps)",
         file=out,
     )

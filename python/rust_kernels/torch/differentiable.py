@@ -48,20 +48,47 @@ def _relu6(z: Tensor) -> Tensor:
 _ACTIVATION_GRADIENTS = {"relu": _relu, "silu": _silu, "relu6": _relu6}
 
 
+def _through_activation(dy: Tensor, z: Tensor, x: Tensor, activation: str) -> Tensor:
+    """dy through the activation at z (in z's type), in x's dtype."""
+    return (dy.to(z.dtype) * _ACTIVATION_GRADIENTS[activation](z)).to(x.dtype)
+
+
+def _through_relu(dy: Tensor, y: Tensor, x: Tensor, weight: Tensor, statistics: tuple[Tensor | None, ...],
+                  training: bool, eps: float) -> tuple[Tensor, ...]:  # fmt: skip
+    """(dx, dresidual, dweight, dbias) of relu(BN(x) + residual) from its output y; `statistics`:
+    batch_norm_2d_backward's (running_mean, running_var, save_mean, save_invstd)."""
+    dresidual = dy * (y > 0)
+    dx, dweight, dbias = batch_norm_2d_backward(dresidual, x, weight, *statistics, training, eps)
+    return dx, dresidual, dweight, dbias
+
+
 def batch_norm_2d_act_backward(dy: Tensor, x: Tensor, weight: Tensor, bias: Tensor, save_mean: Tensor,
                                save_invstd: Tensor, eps: float, activation: str) -> tuple[Tensor, ...]:  # fmt: skip
     acc = save_mean.dtype
     var, mean = torch.var_mean(x.to(acc), dim=(0, 2, 3), correction=0)
     z = (x.to(acc) - _channel(mean)) * _channel(torch.rsqrt(var + eps) * weight.to(acc)) + _channel(bias.to(acc))
-    dz = (dy.to(acc) * _ACTIVATION_GRADIENTS[activation](z)).to(x.dtype)
-    return batch_norm_2d_backward(dz, x, weight, None, None, save_mean, save_invstd, True, eps)
+    return batch_norm_2d_backward(_through_activation(dy, z, x, activation), x, weight, None, None, save_mean,
+                                  save_invstd, True, eps)  # fmt: skip
 
 
 def batch_norm_2d_add_relu_backward(dy: Tensor, y: Tensor, x: Tensor, weight: Tensor, save_mean: Tensor,
                                     save_invstd: Tensor, eps: float) -> tuple[Tensor, ...]:  # fmt: skip
-    dresidual = dy * (y > 0)
-    dx, dweight, dbias = batch_norm_2d_backward(dresidual, x, weight, None, None, save_mean, save_invstd, True, eps)
-    return dx, dresidual, dweight, dbias
+    return _through_relu(dy, y, x, weight, (None, None, save_mean, save_invstd), True, eps)
+
+
+def batch_norm_2d_act_eval_backward(dy: Tensor, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor,
+                                    running_var: Tensor, eps: float, activation: str
+                                    ) -> tuple[Tensor, ...]:  # fmt: skip
+    acc = torch.promote_types(x.dtype, torch.float32)
+    scale = weight.to(acc) / torch.sqrt(running_var.to(acc) + eps)
+    z = (x.to(acc) - _channel(running_mean.to(acc))) * _channel(scale) + _channel(bias.to(acc))
+    return batch_norm_2d_backward(_through_activation(dy, z, x, activation), x, weight, running_mean, running_var,
+                                  None, None, False, eps)  # fmt: skip
+
+
+def batch_norm_2d_add_relu_eval_backward(dy: Tensor, y: Tensor, x: Tensor, weight: Tensor, running_mean: Tensor,
+                                         running_var: Tensor, eps: float) -> tuple[Tensor, ...]:  # fmt: skip
+    return _through_relu(dy, y, x, weight, (running_mean, running_var, None, None), False, eps)
 
 
 def training_tangent(x: Tensor, weight: Tensor, bias: Tensor, save_mean: Tensor, save_invstd: Tensor,
@@ -90,5 +117,12 @@ def activation_tangent(activation: str, z: Tensor, dz: Tensor) -> Tensor:
 
 
 BACKWARDS: dict[str, Callable[..., Any]] = {
-    f.__name__: f for f in (batch_norm_2d_backward, batch_norm_2d_act_backward, batch_norm_2d_add_relu_backward)
+    f.__name__: f
+    for f in (
+        batch_norm_2d_backward,
+        batch_norm_2d_act_backward,
+        batch_norm_2d_add_relu_backward,
+        batch_norm_2d_act_eval_backward,
+        batch_norm_2d_add_relu_eval_backward,
+    )
 }

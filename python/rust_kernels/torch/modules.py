@@ -21,7 +21,7 @@ from torch.autograd import forward_ad
 from torch.autograd.function import once_differentiable
 
 from rust_kernels.errors import RustKernelsError
-from rust_kernels.families.batch_norm import activation, backward, forward, sync
+from rust_kernels.families.batch_norm import activation, backward, forward, frozen_fused, sync
 from rust_kernels.families.batch_norm import residual as add_relu
 from rust_kernels.runtime import Op
 from rust_kernels.torch import differentiable
@@ -389,17 +389,49 @@ class _EagerFusedBatchNorm2d(torch.autograd.Function):
         return (*_gradients(ctx, activation.BACKWARD, tensors, (ctx.eps, ctx.act)), None, None, None, None, None)
 
 
+class _EagerFrozenFusedBatchNorm2d(torch.autograd.Function):
+    """act(BatchNorm2d(x)) in eval mode on the fused ops' kernels (frozen_fused.py) under a plain autograd.Function:
+    the backward recomputes the activation's input from x, so nothing more is saved."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                eps: float, act: str) -> Tensor:  # fmt: skip
+        ctx.save_for_backward(x, weight, bias, running_mean, running_var)
+        ctx.eps, ctx.act = eps, act
+        return call(frozen_fused.ACT_FORWARD, x, weight, bias, running_mean, running_var, eps, act)  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
+        x, *rest = ctx.saved_tensors
+        tensors = (_in_format(dy, x), x, *rest)
+        return (*_gradients(ctx, frozen_fused.ACT_BACKWARD, tensors, (ctx.eps, ctx.act)), None, None, None, None)
+
+
+def _needs_grad(*tensors: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None = None,
-                      bias: Tensor | None = None, momentum: float = 0.1, eps: float = 1e-5, act: str = "relu"
-                      ) -> Tensor:  # fmt: skip
-    """act(torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, True, momentum, eps)), act
-    "relu" or "silu", in training mode on the fused kernels: one pass fewer forward and the activation's own
-    backward passes saved. x NCHW or channels_last (y in x's memory format); running statistics updated in place."""
+                      bias: Tensor | None = None, momentum: float = 0.1, eps: float = 1e-5, act: str = "relu",
+                      training: bool = True) -> Tensor:  # fmt: skip
+    """act(torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)), act
+    "relu", "silu" or "relu6", on the fused kernels. Training mode: one pass fewer forward and the activation's own
+    backward passes saved; running statistics updated in place. Eval mode (training=False): frozen running
+    statistics, one pass over the activations forward and backward where BN and act apart take two (under
+    forward-mode AD, BN then act). x NCHW or channels_last (y in x's memory format)."""
     if weight is None:
         weight = torch.ones_like(running_var)
     if bias is None:
         bias = torch.zeros_like(running_mean)
     tensors = (x, weight, bias, running_mean, running_var)
+    if not training:
+        if not _eager(tensors):
+            return _ops.batch_norm_2d_act_eval_forward(*tensors, eps, act)  # type: ignore[no-any-return]
+        if forward_ad._current_level >= 0:  # dual tensors: the eval Function's jvp carries their tangents
+            return _APPLY[act](batch_norm_2d(x, running_mean, running_var, weight, bias, False, momentum, eps))
+        if _needs_grad(x, weight, bias):
+            return _EagerFrozenFusedBatchNorm2d.apply(*tensors, eps, act)  # type: ignore[no-any-return]
+        return call(frozen_fused.ACT_FORWARD, *tensors, eps, act)  # type: ignore[no-any-return]
     if _eager(tensors):
         needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
         if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries tangents
@@ -439,18 +471,48 @@ class _EagerResidualBatchNorm2d(torch.autograd.Function):
         return (*_gradients(ctx, add_relu.BACKWARD, tensors, (ctx.eps,)), None, None, None, None)
 
 
+class _EagerFrozenResidualBatchNorm2d(torch.autograd.Function):
+    """relu(BatchNorm2d(x) + residual) in eval mode on the fused ops' kernels (frozen_fused.py) under a plain
+    autograd.Function: the backward's mask is read from y, saved as torch's ReLU saves its output."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor,
+                running_var: Tensor, eps: float) -> Tensor:  # fmt: skip
+        y = call(frozen_fused.ADD_RELU_FORWARD, x, residual, weight, bias, running_mean, running_var, eps)
+        ctx.save_for_backward(y, x, weight, running_mean, running_var)
+        ctx.eps = eps
+        return y  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, ...]:
+        y, x, *rest = ctx.saved_tensors
+        tensors = (_in_format(dy, x), y, x, *rest)
+        # dx, dresidual, dweight, dbias: the forward's x, residual, weight, bias
+        return (*_gradients(ctx, frozen_fused.ADD_RELU_BACKWARD, tensors, (ctx.eps,)), None, None, None)
+
+
 def batch_norm_add_relu_2d(x: Tensor, residual: Tensor, running_mean: Tensor, running_var: Tensor,
                            weight: Tensor | None = None, bias: Tensor | None = None, momentum: float = 0.1,
-                           eps: float = 1e-5) -> Tensor:  # fmt: skip
-    """relu(torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, True, momentum, eps) +
-    residual), the end of a ResNet block, in training mode on the fused kernels: 4 passes forward where the three
-    ops take 8. x and residual of one shape, dtype and memory format (NCHW or channels_last; y in x's); running
-    statistics updated in place."""
+                           eps: float = 1e-5, training: bool = True) -> Tensor:  # fmt: skip
+    """relu(torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps) +
+    residual), the end of a ResNet block, on the fused kernels. Training mode: 4 passes forward where the three ops
+    take 8; running statistics updated in place. Eval mode (training=False): frozen running statistics, 3 passes
+    forward where the three ops take 7 (under forward-mode AD, the three apart). x and residual of one shape, dtype
+    and memory format (NCHW or channels_last; y in x's)."""
     if weight is None:
         weight = torch.ones_like(running_var)
     if bias is None:
         bias = torch.zeros_like(running_mean)
     tensors = (x, residual, weight, bias, running_mean, running_var)
+    if not training:
+        if not _eager(tensors):
+            return _ops.batch_norm_2d_add_relu_eval_forward(*tensors, eps)  # type: ignore[no-any-return]
+        if forward_ad._current_level >= 0:  # dual tensors: the eval Function's jvp carries their tangents
+            z = batch_norm_2d(x, running_mean, running_var, weight, bias, False, momentum, eps)
+            return torch.relu(z + residual)
+        if _needs_grad(*tensors[:4]):
+            return _EagerFrozenResidualBatchNorm2d.apply(*tensors, eps)  # type: ignore[no-any-return]
+        return call(frozen_fused.ADD_RELU_FORWARD, *tensors, eps)  # type: ignore[no-any-return]
     if _eager(tensors):
         if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors[:4])) or forward_ad._current_level >= 0:
             return _EagerResidualBatchNorm2d.apply(*tensors, momentum, eps)  # type: ignore[no-any-return]
@@ -467,21 +529,21 @@ _APPLY = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.n
 
 
 class _FusingNormalization(BatchNorm2d):
-    """Our BatchNorm2d followed by activation `act`, where our kernels normalise the input: in training mode on the
-    fused kernels, else (and without running statistics) our normalisation and then the activation."""
+    """Our BatchNorm2d followed by activation `act`, where our kernels normalise the input: on the fused kernels in
+    both modes, else (without running statistics) our normalisation and then the activation."""
 
     def _then(self, input: torch.Tensor, act: str) -> torch.Tensor:
-        if not self.training or self.running_mean is None or self.running_var is None:
+        if self.running_mean is None or self.running_var is None:
             return _APPLY[act](self._normalize(input))
         self._check_input_dim(input)
-        momentum = float(self._factor())  # the kernels take it as a scalar
+        momentum = float(self._factor()) if self.training else 0.0  # the kernels take it as a scalar
         return batch_norm_act_2d(input, self.running_mean, self.running_var, self.weight, self.bias, momentum,  # type: ignore[arg-type]
-                                 self.eps, act)  # fmt: skip
+                                 self.eps, act, self.training)  # fmt: skip
 
 
 class _BatchNormAct2d(_FusingNormalization):
     """timm's BatchNormAct2d (a torch.nn.BatchNorm2d with `drop` and `act` modules after it) on our kernels: with no
-    drop (nn.Identity) and act nn.ReLU, nn.SiLU or nn.ReLU6, BatchNorm2d and the activation fused (training mode);
+    drop (nn.Identity) and act nn.ReLU, nn.SiLU or nn.ReLU6, BatchNorm2d and the activation fused (both modes);
     otherwise our normalisation, then its own drop and activation."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
@@ -505,18 +567,18 @@ class FusedBatchNorm2d(_FusingNormalization):
 class FusedBatchNorm2dAddReLU(BatchNorm2d):
     """What `convert(model, fuse=True)` makes of a BatchNorm2d whose output is only added to another tensor, the sum
     feeding only a ReLU (the end of a ResNet block: bn3, `out += identity`, relu): the same parameters, buffers and
-    state_dict, forward(input, residual) = relu(BatchNorm2d(input) + residual), in training mode on the fused
-    kernels. Where those do not apply (eval mode, no running statistics, a residual of another shape or dtype, a
-    tensor of another rank) our BatchNorm2d, then torch's add and ReLU."""
+    state_dict, forward(input, residual) = relu(BatchNorm2d(input) + residual), on the fused kernels in both modes.
+    Where those do not apply (no running statistics, a residual of another shape or dtype, a tensor of another rank)
+    our BatchNorm2d, then torch's add and ReLU."""
 
     def forward(self, input: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        if (not self.training or self.running_mean is None or self.running_var is None or input.dim() != 4
+        if (self.running_mean is None or self.running_var is None or input.dim() != 4
                 or residual.shape != input.shape or residual.dtype != input.dtype):  # fmt: skip
             return torch.relu(self._normalize(input) + residual)
         self._check_input_dim(input)
-        momentum = float(self._factor())  # the kernels take it as a scalar
+        momentum = float(self._factor()) if self.training else 0.0  # the kernels take it as a scalar
         return batch_norm_add_relu_2d(input, _in_format(residual, input), self.running_mean, self.running_var,
-                                      self.weight, self.bias, momentum, self.eps)  # fmt: skip
+                                      self.weight, self.bias, momentum, self.eps, self.training)  # fmt: skip
 
 
 class _FrozenBatchNorm2d(torch.nn.Module):
@@ -527,6 +589,25 @@ class _FrozenBatchNorm2d(torch.nn.Module):
         if input.dim() != 4:
             return super().forward(input)  # type: ignore[no-any-return]
         return batch_norm_2d(input, self.running_mean, self.running_var, self.weight, self.bias, eps=self.eps)
+
+
+class _FusedFrozenBatchNorm2d(_FrozenBatchNorm2d):
+    """What `convert(model, fuse=True)` makes of a converted FrozenBatchNorm2d whose output feeds only an activation
+    it fuses (`activation`), or, called with a residual, is only added to it, the sum feeding only a ReLU: the
+    eval-mode fused kernels (its own forward, then the activation or the add and ReLU, for other ranks or a
+    residual of another shape or dtype)."""
+
+    activation: str
+
+    def forward(self, input: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+        statistics = (self.running_mean, self.running_var, self.weight, self.bias)
+        if residual is None:
+            if input.dim() != 4:
+                return _APPLY[self.activation](super().forward(input))
+            return batch_norm_act_2d(input, *statistics, eps=self.eps, act=self.activation, training=False)
+        if input.dim() != 4 or residual.shape != input.shape or residual.dtype != input.dtype:
+            return torch.relu(super().forward(input) + residual)
+        return batch_norm_add_relu_2d(input, _in_format(residual, input), *statistics, eps=self.eps, training=False)
 
 
 def _converted_class(module: torch.nn.Module) -> type | None:
@@ -560,7 +641,7 @@ def _subclass(kind: type, ours: type) -> type:
 def convert(model: torch.nn.Module, fuse: bool = False) -> torch.nn.Module:
     """Makes every torch.nn.BatchNorm2d in `model` (the model itself included) a rust_kernels BatchNorm2d, and every
     torch.nn.SyncBatchNorm a rust_kernels SyncBatchNorm, in place, and returns `model`; timm's BatchNormAct2d gets
-    our kernels (with ReLU, SiLU or ReLU6 and no drop, the normalisation and activation fused in training mode; else
+    our kernels (with ReLU, SiLU or ReLU6 and no drop, the normalisation and activation fused in both modes; else
     our normalisation before its own drop and activation), and torchvision's FrozenBatchNorm2d our eval-mode kernels.
     The modules stay the same objects, only their class changes (as torch's lazy modules do), so parameters (the
     optimizer's references too), buffers, device, dtype, requires_grad, hooks, process groups and train/eval state
@@ -570,7 +651,10 @@ def convert(model: torch.nn.Module, fuse: bool = False) -> torch.nn.Module:
     fuse=True then traces the model with torch.fx and returns the traced GraphModule (the same submodules,
     parameters and buffers; the model's own hooks are not carried), in which each BatchNorm2d called once whose
     output feeds only a ReLU, SiLU or ReLU6 (module, function or tensor method) is a FusedBatchNorm2d and that
-    activation call is gone. A model torch.fx cannot trace is an error naming why (convert it without fuse)."""
+    activation call is gone, and each whose output is only added to one other tensor, the sum feeding only a ReLU,
+    a FusedBatchNorm2dAddReLU called with the residual where the ReLU was; a FrozenBatchNorm2d so followed runs the
+    eval-mode fused kernels likewise. A model torch.fx cannot trace is an error naming why (convert it without
+    fuse)."""
     left: Counter[str] = Counter()
     for module in model.modules():
         target = _converted_class(module)
@@ -605,7 +689,7 @@ def _fused(model: torch.nn.Module) -> torch.fx.GraphModule:
     calls = Counter(node.target for node in traced.graph.nodes if node.op == "call_module")
     graph = traced.graph
     for node in list(graph.nodes):
-        if node.op != "call_module" or type(modules[node.target]) is not BatchNorm2d or calls[node.target] != 1:
+        if node.op != "call_module" or not _fusable(modules[node.target]) or calls[node.target] != 1:
             continue
         if len(node.users) != 1 or len(node.args) != 1 or node.kwargs:
             continue
@@ -621,18 +705,31 @@ def _fused(model: torch.nn.Module) -> torch.fx.GraphModule:
             relu.replace_all_uses_with(fused)
             for gone in (relu, user, node):
                 graph.erase_node(gone)
-            module.__class__ = FusedBatchNorm2dAddReLU
+            _fuse(module, FusedBatchNorm2dAddReLU)
             continue
         act = _activation_call(user, node, modules)
         if act is None:
             continue
-        module.__class__ = FusedBatchNorm2d
-        module.activation = act
+        _fuse(module, FusedBatchNorm2d, act)
         user.replace_all_uses_with(node)
         graph.erase_node(user)
     graph.lint()
     traced.recompile()
     return traced
+
+
+def _fusable(module: torch.nn.Module) -> bool:
+    """Our BatchNorm2d (not a subclass), or a converted FrozenBatchNorm2d not yet fused."""
+    return type(module) is BatchNorm2d or (isinstance(module, _FrozenBatchNorm2d) and
+                                           not isinstance(module, _FusedFrozenBatchNorm2d))  # fmt: skip
+
+
+def _fuse(module: torch.nn.Module, fused: type, activation: str | None = None) -> None:
+    """Makes `module` (a _fusable one) the fused class of its kind: `fused` for our BatchNorm2d, else a fused
+    FrozenBatchNorm2d; `activation`: the one it fuses (none: the add and ReLU, called with the residual)."""
+    module.__class__ = fused if type(module) is BatchNorm2d else _subclass(type(module), _FusedFrozenBatchNorm2d)
+    if activation is not None:
+        module.activation = activation
 
 
 def _activation_call(user: torch.fx.Node, of: torch.fx.Node, modules: dict[str, torch.nn.Module]) -> str | None:

@@ -1,5 +1,6 @@
-"""The BatchNorm2d benchmarks (the eval ops, NCHW and channels_last; training mode's forward + backward in NCHW and
-channels_last): bytes moved and the baselines a user would pick instead."""
+"""The BatchNorm2d benchmarks (the eval ops, NCHW and channels_last, alone and with a ReLU or the residual add and
+ReLU fused; training mode's forward + backward in NCHW and channels_last): bytes moved and the baselines a user
+would pick instead."""
 
 from __future__ import annotations
 
@@ -296,6 +297,54 @@ class TrainingAddReLU(Training):
         }
 
 
+class EvalFused(Baseline):
+    """The eval forward (frozen statistics) with what follows it fused (inference of a converted model,
+    convert(fuse=True)): act(BatchNorm2d(x)) with the ReLU (batch_norm_2d_act_eval_forward), or relu(BatchNorm2d(x)
+    + residual) (batch_norm_2d_add_relu_eval_forward), NCHW or channels_last: ours, PyTorch eager (F.batch_norm then
+    the ReLU, or the add and the ReLU) and torch.compile of the same maths, against a copy of the fused pass's
+    bytes."""
+
+    suite = "batch_norm_2d"
+    bench_shapes = ForwardInference.bench_shapes
+
+    def __init__(self, channels_last: bool, residual: bool) -> None:
+        self.channels_last, self.residual = channels_last, residual
+        self.family = "batch_norm_2d_add_relu_eval_forward" if residual else "batch_norm_2d_act_eval_forward"
+
+    @property
+    def name(self) -> str:
+        return self.family + ("_channels_last" if self.channels_last else "")
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """Read x (and the residual), write y."""
+        return (3 if self.residual else 2) * math.prod(shape) * DTYPES[activations(dtype)].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+        import torch.nn.functional as F
+
+        import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+        x, weight, bias, mean, var = (tensors[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
+        x, residual = _in_layout(self.channels_last, x, tensors.get("residual", x))
+        y = torch.empty_like(x)
+
+        def maths(x: Any, residual: Any, weight: Any, bias: Any, mean: Any, var: Any) -> Any:
+            z = F.batch_norm(x, mean, var, weight, bias, False, 0.0, EPS)
+            return torch.relu(z + residual) if self.residual else torch.relu(z)
+
+        compiled = torch.compile(maths, dynamic=False)
+        args = (x, residual, weight, bias, mean, var)
+        op, torch_op = getattr(ops, self.family), getattr(torch.ops.rust_kernels, self.family)
+        call = (*args, EPS) if self.residual else (x, *args[2:], EPS, "relu")
+        ours = {"ours": lambda: op(*call), "ours_op": lambda: torch_op(*call)}
+
+        def bound() -> Any:
+            return torch.add(x, residual, out=y) if self.residual else torch.neg(x, out=y)
+
+        return {**ours, "torch": lambda: maths(*args), "compile": lambda: compiled(*args), "bound": bound}
+
+
 register(Backward())
 register(ForwardInference())
 register(Backward(channels_last=True))
@@ -306,3 +355,6 @@ register(Training(channels_last=False, activation="relu"))
 register(Training(channels_last=True, activation="relu"))
 register(TrainingAddReLU(channels_last=False))
 register(TrainingAddReLU(channels_last=True))
+for _layout in (False, True):
+    register(EvalFused(channels_last=_layout, residual=False))
+    register(EvalFused(channels_last=_layout, residual=True))

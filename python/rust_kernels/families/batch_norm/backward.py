@@ -16,6 +16,7 @@ from rust_kernels.families.batch_norm import common, frozen, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardSplit,
+    BatchNorm2dNchwBackwardSplitAct,
     BatchNorm2dNchwBackwardWarp,
 )
 from rust_kernels.runtime import Input, Op, Output, Placement, Plan, Problem, Workspace
@@ -32,11 +33,15 @@ SPLIT_BLOCKS = (128, 256, 512)  # the split and warp kernels' CTA sizes (their s
 KERNELS = (BatchNorm2dNchwBackward, BatchNorm2dNchwBackwardSplit, BatchNorm2dNchwBackwardWarp)
 
 
-def split(channels: int, block_hw: int, vectorized: int, deterministic: int, dtype: str, param: str, slices: int
-          ) -> Plan:  # fmt: skip
+def split(channels: int, block_hw: int, vectorized: int, deterministic: int, dtype: str, param: str, slices: int,
+          activation: int = 0) -> Plan:  # fmt: skip
     """The split kernel, each channel over `slices` CTAs, with its workspaces: partials in the accumulation type
-    ([C][SPLIT][2] when deterministic, else [C][2]) and a counter per channel."""
-    kernel = BatchNorm2dNchwBackwardSplit(block_hw, vectorized, deterministic, dtype=dtype, param_dtype=param)
+    ([C][SPLIT][2] when deterministic, else [C][2]) and a counter per channel; through a fused `activation`'s
+    gradient (batch_norm_2d_nchw_backward_split_act, deterministic only) where it is not 0."""
+    if activation:
+        kernel = BatchNorm2dNchwBackwardSplitAct(block_hw, vectorized, 1, activation, dtype=dtype, param_dtype=param)
+    else:
+        kernel = BatchNorm2dNchwBackwardSplit(block_hw, vectorized, deterministic, dtype=dtype, param_dtype=param)
     partials = Workspace("workspace", kernel.dtype_info.acc, channels * (slices if deterministic else 1) * 2)
     return Plan(kernel, (channels, slices, 1), (("SPLIT", slices),), (partials, Workspace("counters", "u32", channels)))
 
@@ -55,13 +60,14 @@ def seed(channels: int, block_hw: int, dtype: str) -> Plan:
 
 @cache  # a pure function of its arguments: the op asks it on every call it decides
 def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, deterministic: bool = True,
-         block_hw: int | None = None) -> Plan:  # fmt: skip
-    """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx."""
+         block_hw: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
+    """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx;
+    `activation`: through that fused activation's gradient (the split kernel only)."""
     batches, channels, height, width = shape
     hw = height * width
     vectorized = common.vector_mode(hw, dtype, alignment)
     units = batches * hw // common.unit_elements(vectorized, dtype)
-    if vectorized == 0 and units <= WARP_MAX_UNITS:
+    if vectorized == 0 and units <= WARP_MAX_UNITS and not activation:
         return warp(channels, block_hw or 128, 0, dtype, param)
     # Measured on the H200 (bench and a sweep of block x split per shape): with C of 1.5 CTAs per SM or more, one
     # CTA per channel is best; fewer channels are split until there are about 2 CTAs per SM, as long as each CTA
@@ -72,7 +78,7 @@ def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
             slices *= 2
     per_cta = units // slices
     block = block_hw or (512 if per_cta >= 16384 else 256 if per_cta >= 4096 else 128)
-    return split(channels, block, vectorized, int(deterministic), dtype, param, slices)
+    return split(channels, block, vectorized, int(deterministic), dtype, param, slices, activation)
 
 
 def choose(problem: Problem, placement: Placement) -> Plan:
@@ -82,19 +88,19 @@ def choose(problem: Problem, placement: Placement) -> Plan:
 
 
 @cache
-def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, deterministic: bool
-                ) -> tuple[Plan, ...]:  # fmt: skip
+def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, deterministic: bool,
+                activation: int = 0) -> tuple[Plan, ...]:  # fmt: skip
     batches, channels, height, width = shape
     vectorized = common.vector_mode(height * width, dtype, alignment)
     units = batches * height * width // common.unit_elements(vectorized, dtype)
-    out = [plan(shape, dtype, param, alignment, sms, deterministic)]
+    out = [plan(shape, dtype, param, alignment, sms, deterministic, activation=activation)]
     for block in SPLIT_BLOCKS:
-        out.append(split(channels, block, vectorized, int(deterministic), dtype, param, 1))
+        out.append(split(channels, block, vectorized, int(deterministic), dtype, param, 1, activation))
         slices = 2
         while slices <= MAX_SPLIT and channels * slices <= 4 * sms and units // slices >= block:
-            out.append(split(channels, block, vectorized, int(deterministic), dtype, param, slices))
+            out.append(split(channels, block, vectorized, int(deterministic), dtype, param, slices, activation))
             slices *= 2
-        if vectorized == 0 and units <= 4 * WARP_MAX_UNITS:
+        if vectorized == 0 and units <= 4 * WARP_MAX_UNITS and not activation:
             out.append(warp(channels, block, 0, dtype, param))
     return tuple(dict.fromkeys(out))
 

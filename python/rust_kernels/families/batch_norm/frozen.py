@@ -17,6 +17,7 @@ from functools import cache
 from rust_kernels.families.batch_norm import common, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dFrozenBackwardChannelsLast,
+    BatchNorm2dFrozenBackwardChannelsLastAct,
     BatchNorm2dFrozenForwardChannelsLast,
 )
 from rust_kernels.runtime import Placement, Plan, Problem
@@ -36,11 +37,12 @@ def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: 
     return training.elementwise(kind, shape, dtype, param, vectorized, True, sms, ctas)
 
 
-def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, split: int | None = None
-             ) -> Plan:  # fmt: skip
-    """The backward's launch, with the training reduction's geometry (or `split` slices of the rows)."""
-    kind = BatchNorm2dFrozenBackwardChannelsLast
-    return training.reduction(kind, shape, dtype, param, vectorized, True, sms, split, width=2)
+def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, split: int | None = None,
+             activation: int = 0) -> Plan:  # fmt: skip
+    """The backward's launch, with the training reduction's geometry (or `split` slices of the rows); through a
+    fused `activation`'s gradient where it is not 0."""
+    kind = BatchNorm2dFrozenBackwardChannelsLastAct if activation else BatchNorm2dFrozenBackwardChannelsLast
+    return training.reduction(kind, shape, dtype, param, vectorized, True, sms, split, width=2, activation=activation)
 
 
 @cache  # a pure function of its arguments: the ops ask it on every call they decide
@@ -65,11 +67,11 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     return tuple(dict.fromkeys(out))
 
 
-def thread_grids(shape: common.Shape4, dtype: str, vectorized: int) -> list[int]:
-    """The forward's grids giving each thread UNITS_PER_THREAD units, each a multiple of what keeps a thread on one
-    column of channel units."""
+def thread_grids(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool = True) -> list[int]:
+    """The forward's grids giving each thread UNITS_PER_THREAD units, for channels_last each a multiple of what keeps
+    a thread on one column of channel units."""
     units = math.prod(shape) // training.lanes(vectorized, dtype)
-    step = training.column_step(shape, dtype, vectorized)
+    step = training.column_step(shape, dtype, vectorized) if channels_last else 1
     per_cta = [-(-units // (training.ELEMENTWISE_BLOCK * n)) for n in UNITS_PER_THREAD]
     return list(dict.fromkeys(max(step, -(-ctas // step) * step) for ctas in per_cta))
 

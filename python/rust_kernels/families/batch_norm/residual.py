@@ -26,6 +26,9 @@ from rust_kernels.runtime import Gradient, Input, Op, Output, Placement, Plan, P
 
 # The training backward's launches read the mask launch's output in dy's stead.
 READS = (("dy_ptr", "dresidual"),)
+GIVES = {"dx": "x", "dresidual": "residual", "dweight": "weight", "dbias": "bias"}  # the backward's gradients
+BACKWARD_OUTPUTS = (Output("dx", like="x"), Output("dresidual", like="x"), Output("dweight", like="weight", sum=True),
+                    Output("dbias", like="weight", sum=True))  # fmt: skip
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalizeAddRelu)
 BACKWARD_KERNELS = (BatchNorm2dAddReluMask, BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise,
                     training.FUSED["backward", False], training.FUSED_COLUMNS["backward", False])  # fmt: skip
@@ -90,14 +93,14 @@ def _candidates_backward(problem: Problem, placement: Placement) -> tuple[Plan, 
     return tuple(through_mask(first, p) for p in training.candidates("backward", problem, placement))
 
 
-def _fits_backward(plan: Plan, problem: Problem) -> str | None:
+def fits_backward(plan: Plan, problem: Problem) -> str | None:
     """A forced backward plan: the mask launch, then launches reading dresidual in dy's stead, in the arrays'
-    memory format (any other order would read dresidual before it is written)."""
+    memory format (any other order would read dresidual before it is written). The eval-mode op's too."""
     first, *rest = plan.launches
     if not isinstance(first.kernel, BatchNorm2dAddReluMask) or not rest or \
             any(isinstance(p.kernel, BatchNorm2dAddReluMask) or p.reads != READS for p in rest):  # fmt: skip
-        return ("expected the mask launch (batch_norm_2d_add_relu_mask), then the training backward's launches "
-                "reading dresidual in dy's stead (residual.through_mask builds it)")  # fmt: skip
+        return ("expected the mask launch (batch_norm_2d_add_relu_mask), then the backward's launches reading "
+                "dresidual in dy's stead (residual.through_mask builds it)")  # fmt: skip
     return training.layout_fits(gradient_of(plan), problem)
 
 
@@ -130,11 +133,7 @@ FORWARD = Op(
     orders=_orders,
     fits=training.layout_fits,
     torch=True,
-    gradient=Gradient(
-        "batch_norm_2d_add_relu_backward",
-        grads={"dy": "y"},
-        gives={"dx": "x", "dresidual": "residual", "dweight": "weight", "dbias": "bias"},
-    ),
+    gradient=Gradient("batch_norm_2d_add_relu_backward", grads={"dy": "y"}, gives=GIVES),
 )
 
 BACKWARD = Op(
@@ -145,12 +144,7 @@ BACKWARD = Op(
     training=True) of it. Sums in a fixed order: bit-identical run to run.""",
     inputs=(Input("dy"), Input("y"), Input("x"), Input("weight"), *activation.SAVED),
     scalars=(common.EPS,),
-    outputs=(
-        Output("dx", like="x"),
-        Output("dresidual", like="x"),
-        Output("dweight", like="weight", sum=True),
-        Output("dbias", like="weight", sum=True),
-    ),
+    outputs=BACKWARD_OUTPUTS,
     describe=common.training_mode(
         common.describe(
             "batch_norm_2d_add_relu_backward", "x", ("x", "dy", "y"), ("weight",), ("save_mean", "save_invstd")
@@ -161,7 +155,7 @@ BACKWARD = Op(
     kernels=BACKWARD_KERNELS,
     aligned=("dy", "y", "x", "dx", "dresidual"),
     orders=_orders,
-    fits=_fits_backward,
+    fits=fits_backward,
     torch=True,
 )
 

@@ -55,28 +55,25 @@ class ResidualForward(TrainingForward):
         return _by_backend(backend, self._plans(residual.forward_plan, backend, shape, dtype))
 
 
-class ResidualBackward(TrainingBackward):
-    """Plans: the mask launch (16-byte packs where they fit, and single elements before the first plan) before each
-    of the training backward's."""
-
-    op = residual.BACKWARD
-    scalars = {"eps": 1e-5}  # noqa: RUF012
-    suites = {"cuda": TrainingBackward.suites["cuda"], "host": HOST_SUITE}  # noqa: RUF012
+class Masked:
+    """What verifies a backward whose first launch is the mask (dresidual = dy where y > 0, exact) and whose others
+    are a gradient family's (the class after this one): the gradient plan's layout and dtype key, y among the
+    inputs, and that family's references and bounds with dresidual in dy's stead."""
 
     @property
     def outputs(self) -> tuple[str, ...]:
         return ("dx", "dresidual", "dweight", "dbias")
 
     def layout_of(self, plan: Plan) -> Layout:
-        return super().layout_of(residual.gradient_of(plan))
+        return super().layout_of(residual.gradient_of(plan))  # type: ignore[misc, no-any-return]
 
     def inputs_key(self, plan: Plan) -> str:
         return residual.gradient_of(plan).kernel.dtype_key
 
     def inputs(self, shape: tuple[int, ...], dtype: str, seed: int = 0) -> dict[str, np.ndarray]:
-        """The training backward's, and y = relu of standard-normal values (about half zeros: the mask's)."""
-        out = super().inputs(shape, dtype, seed)
-        return out | {"y": np.maximum(_activations(shape, dtype, seed + 3), 0)}
+        """The gradient family's, and y = relu of standard-normal values (about half zeros: the mask's)."""
+        out = super().inputs(shape, dtype, seed)  # type: ignore[misc]
+        return out | {"y": np.maximum(_activations(shape, dtype, seed + 3), 0)}  # type: ignore[no-any-return]
 
     def _through(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The inputs with dy replaced by g = dy where y > 0, kept for dy (its sums are memoised by identity)."""
@@ -85,24 +82,38 @@ class ResidualBackward(TrainingBackward):
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
         through = self._through(inputs)
-        dx, dweight, dbias = super().reference(through, residual.gradient_of(plan))
+        dx, dweight, dbias = super().reference(through, residual.gradient_of(plan))  # type: ignore[misc]
         return dx, np.asarray(through["dy"], np.float64), dweight, dbias
+
+    @staticmethod
+    def _masked(backend: str, shape: tuple[int, ...], dtype: str, gradients: list[Plan]) -> list[Plan]:
+        """The mask launch (16-byte packs where they fit, and single elements before the first plan) before each
+        of the gradient family's plans."""
+        storage = common.split_key(dtype)[0]
+        sms = 1 if backend == "host" else verify_training.LISTED_SMS
+        masks = [residual.mask(shape, storage, alignment, sms) for alignment in (16, 1)]  # type: ignore[arg-type]
+        plans = [residual.through_mask(masks[0], p) for p in gradients]
+        return list(dict.fromkeys([*plans, residual.through_mask(masks[1], gradients[0])]))
 
     def tolerances(self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray],
                    ref: tuple[np.ndarray, ...]) -> list[np.ndarray]:  # fmt: skip
         gradient = residual.gradient_of(plan)
-        ddx, ddweight, ddbias = super().tolerances(gradient, shape, self._through(inputs),
+        ddx, ddweight, ddbias = super().tolerances(gradient, shape, self._through(inputs),  # type: ignore[misc]
                                                    (ref[0], *ref[2:]))  # fmt: skip
         exact = np.full_like(ref[1], common.floor(gradient.kernel.dtype))
         return [ddx, exact, ddweight, ddbias]
 
+
+class ResidualBackward(Masked, TrainingBackward):
+    """Plans: the mask launch before each of the training backward's."""
+
+    op = residual.BACKWARD
+    scalars = {"eps": 1e-5}  # noqa: RUF012
+    suites = {"cuda": TrainingBackward.suites["cuda"], "host": HOST_SUITE}  # noqa: RUF012
+
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
-        storage = common.split_key(dtype)[0]
-        sms = 1 if backend == "host" else verify_training.LISTED_SMS
-        masks = [residual.mask(shape, storage, alignment, sms) for alignment in (16, 1)]  # type: ignore[arg-type]
         gradients = self._plans(training.backward, backend, shape, dtype)
-        plans = [residual.through_mask(masks[0], p) for p in gradients]
-        return _by_backend(backend, list(dict.fromkeys([*plans, residual.through_mask(masks[1], gradients[0])])))
+        return _by_backend(backend, self._masked(backend, shape, dtype, gradients))
 
 
 def _by_backend(backend: str, plans: list[Plan]) -> list[Plan]:

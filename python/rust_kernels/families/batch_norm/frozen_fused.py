@@ -1,0 +1,202 @@
+"""BatchNorm2d with frozen running statistics (eval mode) fused with what follows it in a model: an activation
+(y = act(BN(x)), act ReLU, SiLU or ReLU6) or the residual add and ReLU that end a ResNet block (y = relu(BN(x) +
+residual)). NCHW or channels_last, y in x's memory format.
+
+Forward: one elementwise launch (batch_norm_2d_frozen_forward_act, _add_relu), shaped as the training normalize's:
+2 passes for BN + act where the two apart take 4, 3 for BN + add + ReLU where they take 7 (an in-place ReLU).
+Backward of BN + act: one launch through the activation's gradient at z = BN(x), recomputed from x as the forward
+computed it (batch_norm_2d_nchw_backward_split_act, batch_norm_2d_frozen_backward_channels_last_act): 3 passes where
+the activation's backward then BN's take 6; nothing but x is saved. Backward of BN + add + ReLU: the training one's
+mask launch (dresidual = 0 where y <= 0, else dy), then the eval backward's launch reading dresidual in dy's stead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rust_kernels.families.batch_norm import activation, backward, common, frozen, residual, training
+from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dAddReluMask,
+    BatchNorm2dFrozenForwardAct,
+    BatchNorm2dFrozenForwardAddRelu,
+)
+from rust_kernels.runtime import Gradient, Input, Op, Output, Placement, Plan, Problem
+
+ACT_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAct,)
+ACT_BACKWARD_KERNELS = (backward.BatchNorm2dNchwBackwardSplitAct, frozen.BatchNorm2dFrozenBackwardChannelsLastAct)
+ADD_RELU_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAddRelu,)
+ADD_RELU_BACKWARD_KERNELS = (BatchNorm2dAddReluMask, *backward.KERNELS, *frozen.BACKWARD_KERNELS)
+
+
+def _layout(problem: Problem, placement: Placement) -> tuple[Any, ...]:
+    """(shape, dtype, param, alignment, sms, channels_last) of a call."""
+    return (problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms, problem.order is not None)
+
+
+# --- forward ----------------------------------------------------------------------------------------------------------
+def _forward(kind: type, problem: Problem, placement: Placement, ctas: int | None = None) -> Plan:
+    """The elementwise launch of `kind` in the widest pack the arrays allow, on the training normalize's grid (or
+    `ctas` CTAs), fusing the call's activation where `kind` has one."""
+    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
+    mode = training.elementwise_mode(shape, dtype, alignment, channels_last)
+    fused = training.activation_of(problem)
+    return training.elementwise(kind, shape, dtype, param, mode, channels_last, sms, ctas, fused)
+
+
+def _forward_candidates(kind: type, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    """The rule's plan, and the grids at half, once and twice the rule's and those giving each thread
+    frozen.UNITS_PER_THREAD units (the frozen forward's candidates)."""
+    shape, dtype, _, alignment, sms, channels_last = _layout(problem, placement)
+    mode = training.elementwise_mode(shape, dtype, alignment, channels_last)
+    grids = (*training.grids_around(shape, dtype, mode, channels_last, sms),
+             *frozen.thread_grids(shape, dtype, mode, channels_last))  # fmt: skip
+    own = _forward(kind, problem, placement)
+    return tuple(dict.fromkeys([own, *(_forward(kind, problem, placement, ctas) for ctas in grids)]))
+
+
+# --- backward ---------------------------------------------------------------------------------------------------------
+def _act_backward(problem: Problem, placement: Placement) -> Plan:
+    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
+    fused = training.activation_of(problem)
+    if channels_last:
+        vectorized = training.vector_mode(shape, dtype, alignment, True)
+        return frozen.backward(shape, dtype, param, vectorized, sms, activation=fused)
+    return backward.plan(shape, dtype, param, alignment, sms, activation=fused)
+
+
+def _act_backward_candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    """NCHW: the split kernel's candidates of the eval backward; channels_last: the rule's split from a quarter to
+    four times it (training.splits_around)."""
+    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
+    fused = training.activation_of(problem)
+    if not channels_last:
+        return backward._candidates(shape, dtype, param, alignment, sms, True, fused)
+    vectorized = training.vector_mode(shape, dtype, alignment, True)
+    out = [_act_backward(problem, placement)]
+    out += [frozen.backward(shape, dtype, param, vectorized, sms, split, fused)
+            for split in training.splits_around(shape, dtype, vectorized, True, sms)]  # fmt: skip
+    return tuple(dict.fromkeys(out))
+
+
+def _eval_backward(problem: Problem, placement: Placement) -> Plan:
+    """The eval backward's plan for this problem's layout (deterministic)."""
+    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
+    if channels_last:
+        return frozen.plan("backward", shape, dtype, param, alignment, sms)
+    return backward.plan(shape, dtype, param, alignment, sms)
+
+
+def _mask(problem: Problem, placement: Placement) -> Plan:
+    return residual.mask(problem.shape, problem.dtype, placement.alignment, placement.sms)  # type: ignore[arg-type]
+
+
+def _add_relu_backward(problem: Problem, placement: Placement) -> Plan:
+    return residual.through_mask(_mask(problem, placement), _eval_backward(problem, placement))
+
+
+def _add_relu_backward_candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
+    """The mask launch before each of the eval backward's (deterministic) candidates."""
+    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
+    if channels_last:
+        plans = frozen.candidates("backward", problem, placement)
+    else:
+        plans = backward._candidates(shape, dtype, param, alignment, sms, True)
+    first = _mask(problem, placement)
+    return tuple(residual.through_mask(first, p) for p in plans)
+
+
+def _fits_activation(plan: Plan, problem: Problem) -> str | None:
+    """Why a forced plan cannot run this problem: a kernel fusing another activation than the call's, or reading
+    the other memory format."""
+    fused = training.activation_of(problem)
+    for launch in plan.launches:
+        if launch.kernel.activation != fused:
+            return f"its kernel {launch.kernel.id} fuses activation {launch.kernel.activation}, the call {fused}"
+    return training.layout_fits(plan, problem)
+
+
+def _describe(name: str, same: tuple[str, ...], per_channel: tuple[str, ...]) -> Any:
+    return common.describe(name, "x", same, per_channel, eval_channels_last=True)
+
+
+PARAMETERS = ("weight", "bias", "running_mean", "running_var")
+ACT_FORWARD = Op(
+    name="batch_norm_2d_act_eval_forward",
+    doc="""y = act((x - running_mean) / sqrt(running_var + eps) * weight + bias), act `activation` ("relu", "silu" or
+    "relu6"): BatchNorm2d with frozen running statistics (eval mode) and the activation after it in one pass. x NCHW
+    or channels_last in memory, y in x's memory format; the parameters and statistics in x's dtype, or f32 with
+    bf16/f16 x (torch.autocast's pairing).""",
+    inputs=(Input("x"), Input("weight"), Input("bias"), *common.STATISTICS),
+    scalars=(common.EPS, activation.ACTIVATION),
+    outputs=(Output("y", like="x"),),
+    describe=_describe("batch_norm_2d_act_eval_forward", ("x",), PARAMETERS),
+    choose=lambda problem, placement: _forward(BatchNorm2dFrozenForwardAct, problem, placement),
+    candidates=lambda problem, placement: _forward_candidates(BatchNorm2dFrozenForwardAct, problem, placement),
+    kernels=ACT_FORWARD_KERNELS,
+    aligned=("x", "y"),
+    orders=common.native_orders,
+    fits=_fits_activation,
+    torch=True,
+    gradient=Gradient(
+        "batch_norm_2d_act_eval_backward", grads={"dy": "y"}, gives={"dx": "x", "dweight": "weight", "dbias": "bias"}
+    ),
+)
+
+ACT_BACKWARD = Op(
+    name="batch_norm_2d_act_eval_backward",
+    doc="""(dx, dweight, dbias) of batch_norm_2d_act_eval_forward from dy (the gradient of y): g = act'(z) * dy at z =
+    (x - running_mean) / sqrt(running_var + eps) * weight + bias (recomputed from x as the forward computed it), then
+    as batch_norm_2d_backward(..., training=False) of g, in one pass: dx = g * weight * invstd, dweight = sum(g * (x -
+    running_mean)) * invstd, dbias = sum(g). Sums in a fixed order: bit-identical run to run.""",
+    inputs=(Input("dy"), Input("x"), Input("weight"), Input("bias"), *common.STATISTICS),
+    scalars=(common.EPS, activation.ACTIVATION),
+    outputs=backward.OUTPUTS,
+    describe=_describe("batch_norm_2d_act_eval_backward", ("x", "dy"), PARAMETERS),
+    choose=_act_backward,
+    candidates=_act_backward_candidates,
+    kernels=ACT_BACKWARD_KERNELS,
+    aligned=("dy", "x", "dx"),
+    orders=common.native_orders,
+    fits=_fits_activation,
+    torch=True,
+)
+
+ADD_RELU_FORWARD = Op(
+    name="batch_norm_2d_add_relu_eval_forward",
+    doc="""y = relu((x - running_mean) / sqrt(running_var + eps) * weight + bias + residual): BatchNorm2d with frozen
+    running statistics (eval mode), the residual add and the ReLU that end a ResNet block, in one pass, rounded once.
+    x and residual NCHW or channels_last in memory (both alike), y in x's memory format; dtypes as
+    batch_norm_2d_act_eval_forward's.""",
+    inputs=(Input("x"), Input("residual"), Input("weight"), Input("bias"), *common.STATISTICS),
+    scalars=(common.EPS,),
+    outputs=(Output("y", like="x"),),
+    describe=_describe("batch_norm_2d_add_relu_eval_forward", ("x", "residual"), PARAMETERS),
+    choose=lambda problem, placement: _forward(BatchNorm2dFrozenForwardAddRelu, problem, placement),
+    candidates=lambda problem, placement: _forward_candidates(BatchNorm2dFrozenForwardAddRelu, problem, placement),
+    kernels=ADD_RELU_FORWARD_KERNELS,
+    aligned=("x", "residual", "y"),
+    orders=common.native_orders,
+    fits=training.layout_fits,
+    torch=True,
+    gradient=Gradient("batch_norm_2d_add_relu_eval_backward", grads={"dy": "y"}, gives=residual.GIVES),
+)
+
+ADD_RELU_BACKWARD = Op(
+    name="batch_norm_2d_add_relu_eval_backward",
+    doc="""(dx, dresidual, dweight, dbias) of batch_norm_2d_add_relu_eval_forward from dy (the gradient of y) and its
+    output y: dresidual = 0 where y <= 0, else dy (torch's threshold_backward), then batch_norm_2d_backward(...,
+    training=False) of dresidual. Sums in a fixed order: bit-identical run to run.""",
+    inputs=(Input("dy"), Input("y"), Input("x"), Input("weight"), *common.STATISTICS),
+    scalars=(common.EPS,),
+    outputs=residual.BACKWARD_OUTPUTS,
+    describe=_describe("batch_norm_2d_add_relu_eval_backward", ("x", "dy", "y"), PARAMETERS[:1] + PARAMETERS[2:]),
+    choose=_add_relu_backward,
+    candidates=_add_relu_backward_candidates,
+    kernels=ADD_RELU_BACKWARD_KERNELS,
+    aligned=("dy", "y", "x", "dx", "dresidual"),
+    orders=common.native_orders,
+    fits=residual.fits_backward,
+    torch=True,
+)
+
+OPS = (ACT_BACKWARD, ACT_FORWARD, ADD_RELU_BACKWARD, ADD_RELU_FORWARD)
