@@ -44,6 +44,11 @@ def _eager(tensors: tuple[Tensor, ...]) -> bool:
     )
 
 
+def _needs_grad(*tensors: Tensor) -> bool:
+    """Whether autograd records a graph through these tensors (the eager paths then run an autograd.Function)."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor, eps: float) -> Tensor:
     """The eval forward on plain eager tensors: the NCHW op, or the torch-native op (training=False) for a
     channels_last x, whose kernels read it as it is."""
@@ -185,7 +190,7 @@ def batch_norm_2d(
         bias = torch.zeros_like(running_mean)
     tensors = (x, weight, bias, running_mean, running_var)
     if _eager(tensors):
-        needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+        needs_grad = _needs_grad(x, weight, bias)
         if training:
             if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries tangents
                 return _EagerTrainingBatchNorm2d.apply(*tensors, momentum, eps)
@@ -407,10 +412,6 @@ class _EagerFrozenFusedBatchNorm2d(torch.autograd.Function):
         return (*_gradients(ctx, frozen_fused.ACT_BACKWARD, tensors, (ctx.eps, ctx.act)), None, None, None, None)
 
 
-def _needs_grad(*tensors: Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-
-
 def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor | None = None,
                       bias: Tensor | None = None, momentum: float = 0.1, eps: float = 1e-5, act: str = "relu",
                       training: bool = True) -> Tensor:  # fmt: skip
@@ -433,7 +434,7 @@ def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weig
             return _EagerFrozenFusedBatchNorm2d.apply(*tensors, eps, act)  # type: ignore[no-any-return]
         return call(frozen_fused.ACT_FORWARD, *tensors, eps, act)  # type: ignore[no-any-return]
     if _eager(tensors):
-        needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+        needs_grad = _needs_grad(x, weight, bias)
         if needs_grad or forward_ad._current_level >= 0:  # dual tensors: the Function's jvp carries tangents
             return _EagerFusedBatchNorm2d.apply(*tensors, momentum, eps, act)  # type: ignore[no-any-return]
         return call(activation.FORWARD, *tensors, momentum, eps, act)[0]  # type: ignore[no-any-return]
@@ -514,7 +515,7 @@ def batch_norm_add_relu_2d(x: Tensor, residual: Tensor, running_mean: Tensor, ru
             return _EagerFrozenResidualBatchNorm2d.apply(*tensors, eps)  # type: ignore[no-any-return]
         return call(frozen_fused.ADD_RELU_FORWARD, *tensors, eps)  # type: ignore[no-any-return]
     if _eager(tensors):
-        if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors[:4])) or forward_ad._current_level >= 0:
+        if _needs_grad(*tensors[:4]) or forward_ad._current_level >= 0:
             return _EagerResidualBatchNorm2d.apply(*tensors, momentum, eps)  # type: ignore[no-any-return]
         return call(add_relu.FORWARD, *tensors, momentum, eps)[0]  # type: ignore[no-any-return]
     return _ops.batch_norm_2d_add_relu_forward(*tensors, momentum, eps)[0]  # type: ignore[no-any-return]

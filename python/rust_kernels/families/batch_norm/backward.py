@@ -42,7 +42,7 @@ def split(channels: int, block_hw: int, vectorized: int, deterministic: int, dty
         kernel = BatchNorm2dNchwBackwardSplitAct(block_hw, vectorized, 1, activation, dtype=dtype, param_dtype=param)
     else:
         kernel = BatchNorm2dNchwBackwardSplit(block_hw, vectorized, deterministic, dtype=dtype, param_dtype=param)
-    partials = Workspace("workspace", kernel.dtype_info.acc, channels * (slices if deterministic else 1) * 2)
+    partials = Workspace("workspace", kernel.dtype_info.acc, channels * (slices if kernel.deterministic else 1) * 2)
     return Plan(kernel, (channels, slices, 1), (("SPLIT", slices),), (partials, Workspace("counters", "u32", channels)))
 
 

@@ -46,23 +46,27 @@ def backward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms:
 
 
 @cache  # a pure function of its arguments: the ops ask it on every call they decide
-def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int) -> Plan:
+def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, activation: int = 0
+         ) -> Plan:  # fmt: skip
+    """The forward's or the backward's launch (`activation`: the backward through that fused activation's
+    gradient)."""
     vectorized = training.vector_mode(shape, dtype, alignment, True)
-    build = forward if which == "forward" else backward
-    return build(shape, dtype, param, vectorized, sms)
+    if which == "forward":
+        return forward(shape, dtype, param, vectorized, sms)
+    return backward(shape, dtype, param, vectorized, sms, activation=activation)
 
 
 @cache
-def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int
-                ) -> tuple[Plan, ...]:  # fmt: skip
+def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
+                activation: int = 0) -> tuple[Plan, ...]:  # fmt: skip
     vectorized = training.vector_mode(shape, dtype, alignment, True)
-    out = [plan(which, shape, dtype, param, alignment, sms)]
+    out = [plan(which, shape, dtype, param, alignment, sms, activation)]
     if which == "forward":
         out += [forward(shape, dtype, param, vectorized, sms, ctas)
                 for ctas in (*training.grids_around(shape, dtype, vectorized, True, sms),
                              *thread_grids(shape, dtype, vectorized))]  # fmt: skip
     else:
-        out += [backward(shape, dtype, param, vectorized, sms, split)
+        out += [backward(shape, dtype, param, vectorized, sms, split, activation)
                 for split in training.splits_around(shape, dtype, vectorized, True, sms)]  # fmt: skip
     return tuple(dict.fromkeys(out))
 

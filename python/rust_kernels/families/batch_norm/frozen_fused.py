@@ -55,35 +55,28 @@ def _forward_candidates(kind: type, problem: Problem, placement: Placement) -> t
 
 
 # --- backward ---------------------------------------------------------------------------------------------------------
-def _act_backward(problem: Problem, placement: Placement) -> Plan:
+def _backward(problem: Problem, placement: Placement, activation: int) -> Plan:
+    """The eval backward's (deterministic) plan in the problem's layout, through `activation`'s gradient (0: none)."""
     shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
-    fused = training.activation_of(problem)
     if channels_last:
-        vectorized = training.vector_mode(shape, dtype, alignment, True)
-        return frozen.backward(shape, dtype, param, vectorized, sms, activation=fused)
-    return backward.plan(shape, dtype, param, alignment, sms, activation=fused)
+        return frozen.plan("backward", shape, dtype, param, alignment, sms, activation)
+    return backward.plan(shape, dtype, param, alignment, sms, activation=activation)
+
+
+def _backward_candidates(problem: Problem, placement: Placement, activation: int) -> tuple[Plan, ...]:
+    """The eval backward's (deterministic) candidates in the problem's layout, through `activation`'s gradient."""
+    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
+    if channels_last:
+        return frozen._candidates("backward", shape, dtype, param, alignment, sms, activation)
+    return backward._candidates(shape, dtype, param, alignment, sms, True, activation)
+
+
+def _act_backward(problem: Problem, placement: Placement) -> Plan:
+    return _backward(problem, placement, training.activation_of(problem))
 
 
 def _act_backward_candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
-    """NCHW: the split kernel's candidates of the eval backward; channels_last: the rule's split from a quarter to
-    four times it (training.splits_around)."""
-    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
-    fused = training.activation_of(problem)
-    if not channels_last:
-        return backward._candidates(shape, dtype, param, alignment, sms, True, fused)
-    vectorized = training.vector_mode(shape, dtype, alignment, True)
-    out = [_act_backward(problem, placement)]
-    out += [frozen.backward(shape, dtype, param, vectorized, sms, split, fused)
-            for split in training.splits_around(shape, dtype, vectorized, True, sms)]  # fmt: skip
-    return tuple(dict.fromkeys(out))
-
-
-def _eval_backward(problem: Problem, placement: Placement) -> Plan:
-    """The eval backward's plan for this problem's layout (deterministic)."""
-    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
-    if channels_last:
-        return frozen.plan("backward", shape, dtype, param, alignment, sms)
-    return backward.plan(shape, dtype, param, alignment, sms)
+    return _backward_candidates(problem, placement, training.activation_of(problem))
 
 
 def _mask(problem: Problem, placement: Placement) -> Plan:
@@ -91,18 +84,13 @@ def _mask(problem: Problem, placement: Placement) -> Plan:
 
 
 def _add_relu_backward(problem: Problem, placement: Placement) -> Plan:
-    return residual.through_mask(_mask(problem, placement), _eval_backward(problem, placement))
+    return residual.through_mask(_mask(problem, placement), _backward(problem, placement, 0))
 
 
 def _add_relu_backward_candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """The mask launch before each of the eval backward's (deterministic) candidates."""
-    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
-    if channels_last:
-        plans = frozen.candidates("backward", problem, placement)
-    else:
-        plans = backward._candidates(shape, dtype, param, alignment, sms, True)
     first = _mask(problem, placement)
-    return tuple(residual.through_mask(first, p) for p in plans)
+    return tuple(residual.through_mask(first, p) for p in _backward_candidates(problem, placement, 0))
 
 
 def _fits_activation(plan: Plan, problem: Problem) -> str | None:

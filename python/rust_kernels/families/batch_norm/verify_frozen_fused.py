@@ -138,21 +138,12 @@ class ActBackward(_Activation, _EvalFused, verify.Backward):
         return common.random_inputs(shape, dtype, seed, names)  # type: ignore[arg-type]
 
     def _through(self, inputs: dict[str, np.ndarray], plan: Plan, u: float) -> tuple[dict, np.ndarray]:
-        """The inputs with dy replaced by the reference's g = act'(z) dy, and the bound dg of the kernels' g."""
-        name = verify_activation.name_of(plan)
-        dy, x, weight, bias, mean = (np.asarray(inputs[k], np.float64) for k in
-                                     ("dy", "x", "weight", "bias", "running_mean"))  # fmt: skip
+        """The inputs with dy replaced by the reference's g = act'(z) dy (z with the running statistics), and the
+        bound dg of the kernels' g."""
+        mean = np.asarray(inputs["running_mean"], np.float64)
         rstd = common.rstd(inputs["running_var"], common.kernel_eps(plan.kernel, self.scalars["eps"]))
-        c = PER_CHANNEL
-        z = (x - mean[c]) * (weight * rstd)[c] + bias[c]
-        dz = 6 * u * (np.abs(x - mean[c]) * (np.abs(weight) * rstd)[c] + np.abs(bias)[c])
-        g = verify_training._memo(f"eval grad {name}", inputs["dy"], lambda: verify_activation.act_grad(name, z) * dy)
-        if name in verify_activation.KINKS:  # the branch is the reference's unless z is within dz of a kink
-            ambiguous = np.logical_or.reduce([np.abs(z - k) <= dz + 6 * u * k for k in verify_activation.KINKS[name]])
-            dg = np.abs(dy) * ambiguous
-        else:
-            dg = np.abs(dy) * (dz / 2 + 8 * u)
-        return inputs | {"dy": g}, dg
+        name = verify_activation.name_of(plan)
+        return verify_activation.through_activation(inputs, name, u, mean, rstd, "eval grad")
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
         return super().reference(self._through(inputs, plan, 0.0)[0], plan)
