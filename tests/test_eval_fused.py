@@ -226,7 +226,54 @@ def test_an_eval_fused_bottleneck_traces_whole_under_torch_compile():
     torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_the_eval_fused_backward_benches_time_what_the_ops_compute(channels_last):
+    """The bench's torch column (autograd through eval BN and the ReLU) gives our act backward's gradients; the
+    add + ReLU one all four (dx, dresidual, dweight, dbias); the bounds count 3 and 5 passes."""
+    from rust_kernels.bench import baselines
+
+    suffix = "_channels_last" if channels_last else ""
+    act = baselines.baseline("batch_norm_2d_act_eval_backward" + suffix)
+    add = baselines.baseline("batch_norm_2d_add_relu_eval_backward" + suffix)
+    shape = (2, C, 3, 5)
+    arrays = act.inputs(shape, "f64")
+    calls = act.bench_calls({k: torch.from_numpy(v) for k, v in arrays.items()})
+    want = [t.numpy() for t in calls["torch"]()]
+    names = ("dy", "x", "weight", "bias", "running_mean", "running_var")
+    got = ops.batch_norm_2d_act_eval_backward(*(arrays[n] for n in names), EPS, "relu", backend="host")
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    calls = add.bench_calls({k: torch.from_numpy(v) for k, v in add.inputs(shape, "f64").items()})
+    assert [tuple(t.shape) for t in calls["torch"]()] == [shape, shape, (C,), (C,)]
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    assert calls["bound"]().is_contiguous(memory_format=layout)
+    assert (act.moved_bytes(shape, "bf16-f32"), add.moved_bytes(shape, "f32")) == (3 * 2 * 240, 5 * 4 * 240)
+
+
 # --- on the GPU -------------------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("residual", [False, True], ids=["act", "add_relu"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_gpu_eval_fused_backward_bench_columns_run_and_agree(channels_last, residual):
+    """Every column of the eval fused backward benches runs on CUDA tensors; ours gives torch's gradients (the act
+    backward; the add + ReLU one's torch column masks where z + y > 0, ours where y > 0: shapes only)."""
+    from rust_kernels.bench import baselines
+
+    name = ("batch_norm_2d_add_relu_eval_backward" if residual else "batch_norm_2d_act_eval_backward") + (
+        "_channels_last" if channels_last else ""
+    )
+    bench = baselines.baseline(name)
+    arrays = bench.inputs((4, 32, 7, 7), "f32")
+    calls = bench.bench_calls({k: torch.from_numpy(v).cuda() for k, v in arrays.items()})
+    results = {column: call() for column, call in calls.items()}
+    ours, theirs = results["ours"], results["torch"]
+    assert [t.shape for t in ours] == [t.shape for t in theirs] == [t.shape for t in results["ours_op"]]
+    if not residual:
+        for a, b in zip(ours, theirs, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(results["compile"][0], theirs[0], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
 @pytest.mark.parametrize("activation", ["relu", "silu", "relu6", None], ids=["relu", "silu", "relu6", "add_relu"])

@@ -1,6 +1,6 @@
 """The BatchNorm2d benchmarks (the eval ops, NCHW and channels_last, alone and with a ReLU or the residual add and
-ReLU fused; training mode's forward + backward in NCHW and channels_last): bytes moved and the baselines a user
-would pick instead."""
+ReLU fused, forward and backward; training mode's forward + backward in NCHW and channels_last): bytes moved and the
+baselines a user would pick instead."""
 
 from __future__ import annotations
 
@@ -345,6 +345,64 @@ class EvalFused(Baseline):
         return {**ours, "torch": lambda: maths(*args), "compile": lambda: compiled(*args), "bound": bound}
 
 
+class EvalFusedBackward(EvalFused):
+    """The backward of EvalFused's forward (fine-tuning with frozen BN, convert(fuse=True)): the act backward
+    (batch_norm_2d_act_eval_backward, ReLU) or the add + ReLU backward (batch_norm_2d_add_relu_eval_backward): ours,
+    PyTorch eager (autograd through F.batch_norm in eval mode then the ReLU, or the add and the ReLU) and
+    torch.compile of the same maths (its backward), against a copy of the bytes any implementation moves."""
+
+    bench_shapes = Backward.bench_shapes
+
+    def __init__(self, channels_last: bool, residual: bool) -> None:
+        super().__init__(channels_last, residual)
+        self.family = self.family.replace("_forward", "_backward")
+
+    def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """The act backward: read dy and x, write dx. The add + ReLU backward: read dy, y and x, write dresidual and
+        dx (ours takes 6 passes: the mask's pass writes dresidual, then the eval backward reads it)."""
+        return (5 if self.residual else 3) * math.prod(shape) * DTYPES[activations(dtype)].size
+
+    def bench_calls(self, tensors: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        import torch
+        import torch.nn.functional as F
+
+        import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+        dy, x, weight, mean, var = (tensors[n] for n in ("dy", "x", "weight", "running_mean", "running_var"))
+        bias = tensors.get("bias", torch.zeros_like(weight))  # the add + ReLU backward takes none
+        dy, x, y = _in_layout(self.channels_last, dy, x, tensors.get("y", x))
+        dx, t = torch.empty_like(x), torch.empty_like(x)
+        leaves = [a.detach().clone().requires_grad_() for a in (x, y, weight, bias)]  # y: the residual's stand-in
+
+        def maths(x: Any, residual: Any, weight: Any, bias: Any) -> Any:
+            z = F.batch_norm(x, mean, var, weight, bias, False, 0.0, EPS)
+            return torch.relu(z + residual) if self.residual else torch.relu(z)
+
+        def eager_step(fn: Callable[..., Any]) -> Callable[[], Any]:
+            wrt = leaves if self.residual else [leaves[0], *leaves[2:]]
+
+            def step() -> Any:
+                return torch.autograd.grad(fn(*leaves), wrt, dy)
+
+            return step
+
+        op, torch_op = getattr(ops, self.family), getattr(torch.ops.rust_kernels, self.family)
+        call = (dy, y, x, weight, mean, var, EPS) if self.residual else (dy, x, weight, bias, mean, var, EPS, "relu")
+
+        def bound() -> Any:
+            if self.residual:
+                torch.neg(x, out=t)
+            return torch.add(x, dy, out=dx)
+
+        return {
+            "ours": lambda: op(*call),
+            "ours_op": lambda: torch_op(*call),
+            "torch": eager_step(maths),
+            "compile": eager_step(torch.compile(maths, dynamic=False)),
+            "bound": bound,
+        }
+
+
 register(Backward())
 register(ForwardInference())
 register(Backward(channels_last=True))
@@ -358,3 +416,5 @@ register(TrainingAddReLU(channels_last=True))
 for _layout in (False, True):
     register(EvalFused(channels_last=_layout, residual=False))
     register(EvalFused(channels_last=_layout, residual=True))
+    register(EvalFusedBackward(channels_last=_layout, residual=False))
+    register(EvalFusedBackward(channels_last=_layout, residual=True))
