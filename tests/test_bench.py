@@ -516,6 +516,8 @@ def test_compile_every_k_times_torch_compile_on_every_kth_shape_only(monkeypatch
     assert [compiled[n] for n in range(1, 8)] == [True, False, False, True, False, False, True]
     assert [r.shape[0] - 1 for r in done.results] == suite.spread(7)  # spread over the list: a cut run samples it
     assert all(r.us["ours"] is not None for r in done.results)
+    never = ops.run(gpu, [family], ["f32"], reps=20, shapes=shapes, host_calls=10, compile_every=0)
+    assert len(never.results) == 7 and not any("compile" in r.us for r in never.results)
 
 
 def test_cases_run_shape_by_shape_and_none_begins_past_the_budget(monkeypatch, capsys):

@@ -91,9 +91,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", action="store_true", help="every family that names a shape suite, over it (the "
                    "BatchNorm2d ops: the inputs of eight torchvision models at batch 1, 32, 128, and extremes); also "
                    "writes bench_suite.csv")  # fmt: skip
-    p.add_argument("--compile-every", type=_at_least(1), default=1, metavar="K",
+    p.add_argument("--compile-every", type=_at_least(0), default=1, metavar="K",
                    help="time torch.compile on every K-th shape only (it compiles each shape afresh, seconds each; "
-                   "the other shapes' column is n/a)")  # fmt: skip
+                   "the other shapes' column is n/a); 0: on none")  # fmt: skip
     p.add_argument(
         "--reps", type=_at_least(MIN_REPS), default=30, help=f"timed repetitions per call (at least {MIN_REPS})"
     )

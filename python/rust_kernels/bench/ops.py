@@ -147,7 +147,7 @@ def run(
     """Every family x dtype x shape (`shapes` overrides each family's bench_shapes), shape by shape in suite.spread's
     order, so that a run cut short by `deadline` (a time.perf_counter() value) has every family on the same shapes,
     spread over the list. torch.compile is timed on every `compile_every`-th shape only (each shape compiles afresh,
-    seconds each); elsewhere its column is n/a."""
+    seconds each; 0: on none); elsewhere its column is n/a."""
     timer = GpuTimer(torch, reps)
     gpu_time = timer.median_us
     out = Run()
@@ -163,7 +163,7 @@ def run(
         family_shapes = list(shapes or family.bench_shapes)
         tiny = host_shape(family_shapes)
         cases += [
-            (i, family, s, d, tiny, i % compile_every == 0)
+            (i, family, s, d, tiny, compile_every > 0 and i % compile_every == 0)
             for d in dtypes
             if d in family.dtypes
             for i, s in enumerate(family_shapes)
