@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the H200, with the sm_90 wheel (whl_carry/whl.tar.xz, installed if it is not) and, per side to compare with it,
-# its channels_last template and a cache of the kernels that template changes (built for sm_90 by
-# /tmp/build_needed.py): B = branch cl-shuffle-rows (whl_carry/channels_last.rs.j2, br.tar.xz: all 768 of its
-# kernels), B2 = cl-merge-wide (channels_last_b2.rs.j2, br2.tar.xz: those of the A/B shapes). The channels_last
+# its channels_last template and a cache of its kernels (side_cache.py, built for sm_90): B = branch
+# cl-shuffle-rows (whl_carry/channels_last.rs.j2, br.tar.xz), B2 = cl-merge-wide (channels_last_b2.rs.j2,
+# br2.tar.xz). The channels_last
 # training and eval-backward ops over the suite's weak shapes with the rules' plans (RUST_KERNELS_TUNING=off):
 # A, B, B2, then again, in turn on one warm GPU (a side: its template in the installed package, its cache as
 # RUST_KERNELS_CACHE_DIR); ab_ratio.py prints each side's time over A's.
