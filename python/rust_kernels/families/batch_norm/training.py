@@ -91,6 +91,11 @@ GROUP_ROW_BYTES = 128
 # CTAs for small channels: more of them resident at once).
 FUSED_CHANNEL_BYTES = 64 << 10
 FUSED_BLOCKS = (128, 256, 512)
+# channels_last tensors this small are candidates for the one-launch kernels at every block width, however few blocks
+# (CTAs) that gives: the two-launch plans' reductions take 9-14 us whatever the bytes on the H200 (ncu, 12-05: 78 KB
+# to 5 MB of x), a latency that one launch of a few CTAs, each reading its block twice (the second time from L2),
+# may undercut.
+SMALL_TENSOR_BYTES = 8 << 20
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
 
@@ -297,15 +302,18 @@ def columns_fit(shape: common.Shape4, dtype: str, vectorized: int, cols: int, sm
     return per_block > 0 and per_block * sms <= FUSED_CHANNEL_BYTES * min(sms, blocks)
 
 
-def column_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> list[tuple[int, int]]:
-    """The (CTA size, cols) of the channels_last one-launch kernels the autotuner times: each of column_widths
+def column_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int,
+                   small: bool = False) -> list[tuple[int, int]]:  # fmt: skip
+    """The (CTA size, cols) of the channels_last one-launch kernels the rule picks from: each of column_widths
     where the block fits the rule's bound (not four times it, as for NCHW: measured on the H200, past the bound these
     kernels lost at the median, 0.68-0.97x by direction and dtype, and won on 13 of 98 keys and directions by at most
-    1.23x); CTAs up to the smallest giving each thread row at most one row."""
+    1.23x); CTAs up to the smallest giving each thread row at most one row. `small` (the autotuner's): every width
+    where the whole tensor is at most SMALL_TENSOR_BYTES."""
     rows = shape[0] * shape[2] * shape[3]
+    whole = math.prod(shape) * DTYPES[dtype].size
     out = []
     for cols in column_widths(shape, dtype, vectorized, sms):
-        if not columns_fit(shape, dtype, vectorized, cols, sms):
+        if not (columns_fit(shape, dtype, vectorized, cols, sms) or (small and whole <= SMALL_TENSOR_BYTES)):
             continue
         blocks = [b for b in FUSED_BLOCKS if b // cols <= rows]
         out += [(b, cols) for b in blocks or FUSED_BLOCKS[:1]]
@@ -375,7 +383,7 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
         out += [fused(which, shape, dtype, param, vectorized, block, activation) for block in FUSED_BLOCKS]
     if channels_last:
         out += [fused_columns(which, shape, dtype, param, vectorized, block, cols, activation)
-                for block, cols in column_options(shape, dtype, vectorized, sms)]  # fmt: skip
+                for block, cols in column_options(shape, dtype, vectorized, sms, small=True)]  # fmt: skip
     return tuple(dict.fromkeys(out))
 
 
@@ -426,7 +434,8 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     (kept a multiple of what channels_last needs), with NCHW reductions also in masked packs (rows no pack divides)
     and over groups of channels (rows under GROUP_ROW_BYTES); where H*W = 1, in both memory formats' kernels; the
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
-    (channels_last), at each CTA size (and for channels_last each block width)."""
+    (channels_last; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size (and for
+    channels_last each block width)."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem))  # fmt: skip
 
