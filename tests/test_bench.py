@@ -300,6 +300,22 @@ def test_bench_suite_times_each_family_over_its_suite(monkeypatch, tmp_path):
         suite.shapes("nope")
 
 
+def test_bench_compile_every_reaches_a_run_without_suite(monkeypatch, tmp_path):
+    seen = []
+
+    def run(torch, families, dtypes, reps, shapes, host_calls, compile_every, deadline):
+        seen.append(compile_every)
+        return ops.Run()
+
+    monkeypatch.setattr(bench, "unavailable", lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", FakeGpu())
+    monkeypatch.setattr(ops, "run", run)
+    for k in ("0", "3"):
+        assert bench.main(["--family", "batch_norm_2d_training", "--compile-every", k, "--skip-launch",
+                           "--out", str(tmp_path)]) == 0  # fmt: skip
+    assert seen == [0, 3]  # 12-05: --family without --suite timed torch.compile on every shape whatever K
+
+
 def test_host_csv(tmp_path):
     path = tmp_path / "host.csv"
     report.write_host_csv([HostResult(FWD, SMALL, "bf16", {"ours": 8.0, "torch": 20.0, "compile": None})], path)

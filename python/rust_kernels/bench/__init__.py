@@ -168,7 +168,7 @@ def _ops(torch: object, options: argparse.Namespace) -> int:
         _png(report.write_suite_png, done.results, out / "bench_suite.png")
     else:
         done = ops.run(torch, families, options.dtype, options.reps, options.shapes, options.host_calls,
-                       deadline=deadline)  # fmt: skip
+                       options.compile_every, deadline)  # fmt: skip
     report.print_table(done.results)
     report.print_host(done.hosts, options.host_calls)
     report.print_summary(report.summarize(done.results, done.hosts))
