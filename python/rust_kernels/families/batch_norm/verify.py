@@ -32,6 +32,7 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardWarp,
 )
+from rust_kernels.reference import fsum_rows
 from rust_kernels.registry import Family, Layout, Space
 from rust_kernels.runtime import Plan
 
@@ -108,8 +109,8 @@ class Backward(_BatchNorm2d):
         per_channel_shape = (channels, batches * height * width)  # not (channels, -1): C may be 0
         terms = (dy * (x - mean[per_channel])).transpose(1, 0, 2, 3).reshape(per_channel_shape)
         dys = dy.transpose(1, 0, 2, 3).reshape(per_channel_shape)
-        dweight = np.array([math.fsum(row) for row in terms]) * rstd
-        dbias = np.array([math.fsum(row) for row in dys])
+        dweight = fsum_rows(terms) * rstd
+        dbias = fsum_rows(dys)
         return dx, dweight, dbias
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:

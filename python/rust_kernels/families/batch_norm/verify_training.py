@@ -32,6 +32,7 @@ from rust_kernels import arrays
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import backward, common, forward, sync, training
 from rust_kernels.kernels import BatchNorm2dMoments  # type: ignore[attr-defined]
+from rust_kernels.reference import fsum_rows
 from rust_kernels.registry import Family, Layout, Space
 from rust_kernels.runtime import Plan
 
@@ -80,10 +81,6 @@ def _per_channel(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, np.float64).transpose(1, 0, 2, 3).reshape(c, b * h * w)
 
 
-def _fsum(rows: np.ndarray) -> np.ndarray:
-    return np.array([math.fsum(row) for row in rows])
-
-
 _MEMO: dict[tuple[str, int], tuple[np.ndarray, Any]] = {}
 
 
@@ -125,8 +122,8 @@ def _statistics(x: np.ndarray) -> dict[str, Any]:
 def _compute_statistics(x: np.ndarray) -> dict[str, Any]:
     rows = _per_channel(x)
     n = rows.shape[1]
-    mean = _fsum(rows) / max(n, 1)
-    m2 = _fsum((rows - mean[:, None]) ** 2)
+    mean = fsum_rows(rows) / max(n, 1)
+    m2 = fsum_rows((rows - mean[:, None]) ** 2)
     shift = rows[:, 0] if n else np.zeros(len(rows))
     return {"mean": mean, "m2": m2, "n": n, "s1": np.abs(rows - shift[:, None]).sum(axis=1),
             "s2": ((rows - shift[:, None]) ** 2).sum(axis=1)}  # fmt: skip
@@ -305,7 +302,7 @@ class TrainingBackward(_Training):
         dy, x = _per_channel(inputs["dy"]), _per_channel(inputs["x"])
         mean = np.asarray(inputs["save_mean"], np.float64)
         terms = dy * (x - mean[:, None])
-        return _fsum(dy), _fsum(terms), np.abs(dy).sum(axis=1), np.abs(terms).sum(axis=1)
+        return fsum_rows(dy), fsum_rows(terms), np.abs(dy).sum(axis=1), np.abs(terms).sum(axis=1)
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
         s1, s2, _, _ = self._sums(inputs)

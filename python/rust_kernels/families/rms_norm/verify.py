@@ -29,6 +29,7 @@ import numpy as np
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.rms_norm import forward
 from rust_kernels.kernels import Kernel
+from rust_kernels.reference import fsum_rows
 from rust_kernels.registry import Family, Layout, Space
 from rust_kernels.runtime import Plan
 
@@ -124,7 +125,7 @@ class Forward(Family):
         if x.size == 0:
             return (np.zeros(x.shape),)
         eps = kernel_eps(plan.kernel, self.scalars["eps"])
-        mean = np.array([math.fsum(row) for row in x * x]) / x.shape[1]
+        mean = fsum_rows(x * x) / x.shape[1]
         return (x / np.sqrt(mean + eps)[:, None] * weight,)
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
