@@ -144,6 +144,32 @@ def test_a_forced_plan_of_the_other_memory_format_or_mode_is_refused():
     assert np.array_equal(zeros, np.zeros(8)) and np.array_equal(ones, np.ones(8))  # nothing touched
 
 
+def test_the_rule_takes_one_launch_for_small_channels_last_blocks_however_few_they_are():
+    """Where no block width fits the SMs' share, the rule still takes the one-launch kernels at the narrowest width
+    if that block is at most SMALL_BLOCK_BYTES (measured on the H200: 8-32 KB blocks won over the two launches),
+    for both directions and fused activations, and a candidate of the autotuner's; larger blocks keep two launches."""
+    from rust_kernels.families.batch_norm import training
+
+    def rule(which, shape, dtype="f32", activation=0):
+        return training.plan(which, shape, dtype, "f32", 16, 132, True, activation)
+
+    small = (1, 32, 32, 32)  # 8 blocks of one 4-channel unit over 1024 rows: 16 KB each
+    vectorized = training.vector_mode(small, "f32", 16, True)
+    assert training.column_options(small, "f32", vectorized, 132) == []
+    for which in ("forward", "backward"):
+        for activation in (0, training.ACTIVATIONS["relu"]):
+            plan = rule(which, small, activation=activation)
+            assert len(plan.launches) == 1 and dict(plan.values)["COLS"] == 1
+            assert plan in training._candidates(which, small, "f32", "f32", 16, 132, True, activation)
+    at_bound = (2, 32, 32, 32)  # 2048 rows of 16 bytes: 32 KB a block
+    assert training.block_bytes(at_bound, "f32", vectorized, 1) == training.SMALL_BLOCK_BYTES
+    assert len(rule("forward", at_bound).launches) == 1
+    past = (4, 32, 32, 32)  # 64 KB a block, 8 blocks: two launches, as before
+    assert training.column_options(past, "f32", vectorized, 132) == []
+    assert len(rule("forward", past).launches) == len(rule("backward", past).launches) == 2
+    assert len(rule("forward", small, "bf16").launches) == 1
+
+
 @pytest.mark.parametrize("activation", [None, "silu"])
 def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for_bit(activation):
     """The one-launch channels_last kernels walk a column block as the two-launch plans do with one slice (the same

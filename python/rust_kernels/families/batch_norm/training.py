@@ -96,6 +96,11 @@ FUSED_BLOCKS = (128, 256, 512)
 # to 5 MB of x), a latency that one launch of a few CTAs, each reading its block twice (the second time from L2),
 # may undercut.
 SMALL_TENSOR_BYTES = 8 << 20
+# A channels_last column block this small is the rule's in one launch (the narrowest width: the most CTAs) however few
+# blocks that gives: one CTA walking its block twice beats the two launches' fixed latency. Measured on the H200
+# (12-05, the forced tune of 217 small suite shapes, against the rule's two-launch plan): blocks of 8-16 KB were 1.19x
+# faster at the median (worst 1.00x, 60 key-directions), 16-32 KB 1.08x (worst 0.94x, 75), 32-64 KB 0.87x slower.
+SMALL_BLOCK_BYTES = 32 << 10
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
 
@@ -295,10 +300,8 @@ def columns_fit(shape: common.Shape4, dtype: str, vectorized: int, cols: int, sm
     """Whether a channels_last block of `cols` channel units is small enough for the one-launch kernels: as
     fused_fits for an NCHW channel, the block's bytes against FUSED_CHANNEL_BYTES scaled by the blocks' share of
     the SMs."""
-    batches, channels, height, width = shape
-    groups = channels // lanes(vectorized, dtype)
-    blocks = groups // cols
-    per_block = batches * height * width * cols * lanes(vectorized, dtype) * DTYPES[dtype].size
+    blocks = shape[1] // lanes(vectorized, dtype) // cols
+    per_block = block_bytes(shape, dtype, vectorized, cols)
     return per_block > 0 and per_block * sms <= FUSED_CHANNEL_BYTES * min(sms, blocks)
 
 
@@ -320,13 +323,24 @@ def column_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int,
     return out
 
 
+def block_bytes(shape: common.Shape4, dtype: str, vectorized: int, cols: int) -> int:
+    """The bytes of x in a channels_last column block of `cols` channel units (every row)."""
+    return shape[0] * shape[2] * shape[3] * cols * lanes(vectorized, dtype) * DTYPES[dtype].size
+
+
 def columns_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> tuple[int, int] | None:
     """The channels_last one-launch kernels' (CTA size, cols) where the rule takes them: the widest of
-    column_options', the CTA as fused_rule's, else None."""
+    column_options', else the narrowest width whose block is at most SMALL_BLOCK_BYTES; the CTA as fused_rule's;
+    else None."""
     options = column_options(shape, dtype, vectorized, sms)
-    if not options:
+    small = [c for c in column_widths(shape, dtype, vectorized, sms)
+             if 0 < block_bytes(shape, dtype, vectorized, c) <= SMALL_BLOCK_BYTES]  # fmt: skip
+    if options:
+        cols = max(c for _, c in options)
+    elif small:
+        cols = min(small)
+    else:
         return None
-    cols = max(c for _, c in options)
     units = shape[0] * shape[2] * shape[3] * cols
     return max([b for b in FUSED_BLOCKS if units >= 4 * b], default=FUSED_BLOCKS[0]), cols
 
