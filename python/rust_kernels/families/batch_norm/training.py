@@ -333,14 +333,13 @@ def columns_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) ->
     column_options', else the narrowest width whose block is at most SMALL_BLOCK_BYTES; the CTA as fused_rule's;
     else None."""
     options = column_options(shape, dtype, vectorized, sms)
-    small = [c for c in column_widths(shape, dtype, vectorized, sms)
-             if 0 < block_bytes(shape, dtype, vectorized, c) <= SMALL_BLOCK_BYTES]  # fmt: skip
     if options:
         cols = max(c for _, c in options)
-    elif small:
-        cols = min(small)
     else:
-        return None
+        widths = column_widths(shape, dtype, vectorized, sms)  # ascending: the first has the smallest block
+        if not widths or not 0 < block_bytes(shape, dtype, vectorized, widths[0]) <= SMALL_BLOCK_BYTES:
+            return None
+        cols = widths[0]
     units = shape[0] * shape[2] * shape[3] * cols
     return max([b for b in FUSED_BLOCKS if units >= 4 * b], default=FUSED_BLOCKS[0]), cols
 
