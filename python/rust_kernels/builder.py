@@ -9,8 +9,8 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+from rust_kernels import barriers, codegen, config, resources
 from rust_kernels import cache as kcache
-from rust_kernels import codegen, config, resources
 from rust_kernels.errors import BuildError, CacheError, ToolchainMissing
 from rust_kernels.kernels import Kernel
 from rust_kernels.progress import say, step
@@ -241,6 +241,17 @@ def _check_ptx(kernel: Kernel, ptx: str, crate: Path) -> None:
         raise BuildError(f"the PTX built from {crate} has no `.visible .entry {entry}`: is it marked #[kernel]?")
     if ".extern .func" in ptx:
         raise BuildError(f"the PTX built from {crate} references unresolved external functions (.extern .func)")
+    hazards = barriers.divergent_barriers(ptx)
+    if hazards:
+        (crate / "kernel.ptx").write_text(ptx)
+        first = hazards[0]
+        raise BuildError(
+            f"{kernel.id}: its PTX ({crate / 'kernel.ptx'}) has an aligned barrier, `{' '.join(first.text.split())}` "
+            f"at line {first.barrier} ({len(hazards)} in all), inside a branch on a lane-dependent condition (line "
+            f"{first.branch}): a warp whose lanes take different sides reaches different copies of the barrier and "
+            "hangs on the GPU, where the emulator passes. Keep every branch between two barriers uniform across a "
+            "warp: test tid / 32, not the lane (docs/spec.md, Barriers)."
+        )
 
 
 def _ptxas(ptxas: Path, crate: Path, arch: str, ptx: str) -> bytes:
