@@ -44,15 +44,19 @@ class Hazard(NamedTuple):
 
 
 def divergent_barriers(ptx: str) -> list[Hazard]:
-    """Every aligned barrier of the PTX's first entry that a warp may reach at different instructions (above)."""
-    blocks = _blocks(_body(ptx))
+    """Every aligned barrier of the PTX that a warp may reach at different instructions (above), in each function
+    (a kernel's body is often a `.func` its entry calls). A function's parameters count as equal across the warp."""
+    return [hazard for body in _bodies(ptx) for hazard in _function_hazards(_blocks(body))]
+
+
+def _function_hazards(blocks: list[list[tuple[int, str]]]) -> list[Hazard]:
     labels = {block[0][1][:-1]: b for b, block in enumerate(blocks) if _LABEL.match(block[0][1])}
     successors = [_successors(blocks, labels, i) for i in range(len(blocks))]
     lane_dependent = _lane_dependent(blocks, successors)
     post_dominators = _post_dominators(blocks, successors)
     hazards = []
     for i, block in enumerate(blocks):
-        number, last = block[-1] if block else (0, "")
+        number, last = block[-1]
         guard = _GUARD.match(last)
         if not (guard and _BRANCH.match(last) and guard.group(1) in lane_dependent[i]):
             continue
@@ -68,18 +72,22 @@ def divergent_barriers(ptx: str) -> list[Hazard]:
     return hazards
 
 
-def _body(ptx: str) -> list[tuple[int, str]]:
-    """The first entry's instructions and labels, numbered by PTX line, without comments and declarations."""
-    lines = ptx.splitlines()
-    start = next(n for n, line in enumerate(lines) if ".entry" in line)
-    while "{" not in lines[start]:
-        start += 1
-    body = []
-    for n in range(start + 1, len(lines)):
-        line = lines[n].split("//")[0].strip()
-        if (line and not line.startswith((".reg", ".local", ".shared", ".pragma", "{", "}"))) or line.startswith("{ "):
-            body.append((n + 1, line))
-    return body
+def _bodies(ptx: str) -> list[list[tuple[int, str]]]:
+    """Each function's instructions and labels, numbered by PTX line, without comments and declarations. A body
+    lies between a `{` and a `}` alone on their lines at column 0 (the braces inside it are indented)."""
+    bodies: list[list[tuple[int, str]]] = []
+    inside = False
+    for n, raw in enumerate(ptx.splitlines(), 1):
+        if raw in ("{", "}"):
+            inside = raw == "{"
+            if inside:
+                bodies.append([])
+            continue
+        line = raw.split("//")[0].strip()
+        keep = line and not line.startswith((".reg", ".local", ".shared", ".pragma", "{", "}"))
+        if inside and (keep or line.startswith("{ ")):
+            bodies[-1].append((n, line))
+    return bodies
 
 
 def _blocks(body: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:

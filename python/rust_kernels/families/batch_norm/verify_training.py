@@ -81,22 +81,6 @@ def _per_channel(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, np.float64).transpose(1, 0, 2, 3).reshape(c, b * h * w)
 
 
-_MEMO: dict[tuple[str, int], tuple[np.ndarray, Any]] = {}
-
-
-def _memo(kind: str, a: np.ndarray, compute: Any) -> Any:
-    """compute(), kept for array `a` (by identity): check and fuzz compare many plans with one input's reference,
-    whose correctly rounded sums (math.fsum) are the slow part."""
-    hit = _MEMO.get((kind, id(a)))
-    if hit is not None and hit[0] is a:
-        return hit[1]
-    if len(_MEMO) >= 16:
-        _MEMO.clear()
-    value = compute()
-    _MEMO[(kind, id(a))] = (a, value)
-    return value
-
-
 def summation_depth(plan: Plan, shape: tuple[int, ...]) -> int:
     """The longest chain of merges or additions behind a channel's statistic: each thread's sequential units
     (a pack's lanes, per unrolled step), the tree within the CTA (10 levels, or a column's rows), the slices."""
@@ -114,12 +98,9 @@ def _scalar(plan: Plan, name: str, value: float) -> float:
 
 
 def _statistics(x: np.ndarray) -> dict[str, Any]:
-    """x's per-channel count n, mean and M2 in float64 (correctly rounded sums), and the magnitudes that bound the
-    kernels' rounding: s1 = sum|x - K|, s2 = sum (x - K)^2, K the channel's first value (the kernels' shift)."""
-    return _memo("statistics", x, lambda: _compute_statistics(x))  # type: ignore[no-any-return]
-
-
-def _compute_statistics(x: np.ndarray) -> dict[str, Any]:
+    """x's per-channel count n, mean and M2 in float64 (correctly rounded sums: fsum_rows keeps them for the next
+    plan of the same input), and the magnitudes that bound the kernels' rounding: s1 = sum|x - K|,
+    s2 = sum (x - K)^2, K the channel's first value (the kernels' shift)."""
     rows = _per_channel(x)
     n = rows.shape[1]
     mean = fsum_rows(rows) / max(n, 1)
@@ -296,9 +277,8 @@ class TrainingBackward(_Training):
         return out | {"save_mean": mean.astype(acc), "save_invstd": (1 / np.sqrt(var + 1e-5)).astype(acc)}
 
     def _sums(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
-        return _memo("sums", inputs["dy"], lambda: self._compute_sums(inputs))  # type: ignore[no-any-return]
-
-    def _compute_sums(self, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        """Per channel sum(dy) and sum(dy * (x - mean)) correctly rounded (fsum_rows keeps them for the next plan of
+        the same input), and the magnitudes that bound their rounding."""
         dy, x = _per_channel(inputs["dy"]), _per_channel(inputs["x"])
         mean = np.asarray(inputs["save_mean"], np.float64)
         terms = dy * (x - mean[:, None])
