@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rust_kernels.dtypes import DTYPES
-from rust_kernels.families.batch_norm import activation, training, verify_training
+from rust_kernels.families.batch_norm import activation, training
 from rust_kernels.families.batch_norm.verify_training import SPACES, TrainingBackward, TrainingForward
 from rust_kernels.runtime import Plan
 
@@ -54,15 +54,15 @@ def act_grad(name: str, z: np.ndarray) -> np.ndarray:
     return ((z > 0) if name == "relu" else (z > 0) & (z < 6)).astype(np.float64)
 
 
-def through_activation(inputs: dict[str, np.ndarray], name: str, u: float, mean: np.ndarray, invstd: np.ndarray,
-                       memo: str) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+def through_activation(inputs: dict[str, np.ndarray], name: str, u: float, mean: np.ndarray,
+                       invstd: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
     """The inputs with dy replaced by the reference's g = act'(z) dy, z = (x - mean) * weight * invstd + bias, and the
-    bound dg of the kernels' g (u: their unit roundoff; `memo`: the kind g is memoised under)."""
+    bound dg of the kernels' g (u: their unit roundoff)."""
     dy, x, weight, bias = (np.asarray(inputs[k], np.float64) for k in ("dy", "x", "weight", "bias"))
     c = (slice(None), None, None)
     z = (x - mean[c]) * (weight * invstd)[c] + bias[c]
     dz = 6 * u * (np.abs(x - mean[c]) * (np.abs(weight) * invstd)[c] + np.abs(bias)[c])
-    g = verify_training._memo(f"{memo} {name}", inputs["dy"], lambda: act_grad(name, z) * dy)
+    g = act_grad(name, z) * dy
     if name in KINKS:  # the branch is the reference's unless z is within dz of a kink
         ambiguous = np.logical_or.reduce([np.abs(z - k) <= dz + 6 * u * k for k in KINKS[name]])
         dg = np.abs(dy) * ambiguous
@@ -130,7 +130,7 @@ class FusedBackward(_Fused, TrainingBackward):
 
     def _through(self, inputs: dict[str, np.ndarray], name: str, u: float) -> tuple[dict, np.ndarray]:
         mean, invstd = (np.asarray(inputs[k], np.float64) for k in ("save_mean", "save_invstd"))
-        return through_activation(inputs, name, u, mean, invstd, "grad")
+        return through_activation(inputs, name, u, mean, invstd)
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
         through, _ = self._through(inputs, name_of(plan), 0.0)

@@ -143,7 +143,7 @@ class ActBackward(_Activation, _EvalFused, verify.Backward):
         mean = np.asarray(inputs["running_mean"], np.float64)
         rstd = common.rstd(inputs["running_var"], common.kernel_eps(plan.kernel, self.scalars["eps"]))
         name = verify_activation.name_of(plan)
-        return verify_activation.through_activation(inputs, name, u, mean, rstd, "eval grad")
+        return verify_activation.through_activation(inputs, name, u, mean, rstd)
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
         return super().reference(self._through(inputs, plan, 0.0)[0], plan)
