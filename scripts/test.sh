@@ -14,8 +14,9 @@ if [ $# -eq 0 ]; then
   # The host cross-check (tests/test_host.py) runs in a process of its own: it loads a host library per kernel
   # instance, and a library stays mapped until its process ends. (The abort after about a thousand libraries,
   # "out of TLS keys", was each library's std taking a pthread key: launches now start bare threads.)
-  python3 -m pytest -q --ignore=tests/test_host.py
-  python3 -m pytest -q tests/test_host.py
+  # --durations: the slowest tests, to keep CI's time in view
+  python3 -m pytest -q --durations=25 --ignore=tests/test_host.py
+  python3 -m pytest -q --durations=10 tests/test_host.py
 else
   python3 -m pytest -q "$@"
 fi
