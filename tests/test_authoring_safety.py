@@ -82,6 +82,14 @@ def test_generated_rust_may_not_read_files_at_build_time(tmp_path, read):
         source(tmp_path, f"let _ = {read};\n" + BODY if "!" in read else read + "\n" + BODY)
 
 
+@pytest.mark.parametrize(("text", "read"), [("include!(a)", "include!"), ("x.include_str !(a)", "include_str !"),
+                                             ("# [ path = 1]", "# [ path"), ("my_include!(a)", None),
+                                             ("include_strs!(a)", None), ("#[paths]", None)])  # fmt: skip
+def test_file_reads_are_told_from_other_names(text, read):
+    found = codegen.FILE_READS.search(text)
+    assert (found and found.group(0)) == read
+
+
 def test_a_user_template_cannot_shadow_the_packages(tmp_path):
     """A kernel directory's own kernel.rs.j2 or reduce.rs.j2 is its own: the shared ones live under rust_kernels/."""
     (tmp_path / "kernel.rs.j2").write_text("HIJACKED")
@@ -99,6 +107,22 @@ def test_an_edited_template_takes_effect_in_the_same_process(tmp_path):
     first = source(tmp_path, BODY)
     second = source(tmp_path, BODY.replace("+ x_ptr", "* x_ptr"))
     assert first != second and "to_acc() * x_ptr" in second
+
+
+def test_an_instance_renders_once_until_a_template_changes(tmp_path, monkeypatch):
+    """New kernel objects of one instance (each new shape's plans make them) reuse its render; editing a template
+    the kernel can read renders it anew, in the same Program."""
+    kernel_class = program(tmp_path, BODY)["user_scale"]
+    renders = []
+    render = codegen._render
+    monkeypatch.setattr(codegen, "_render", lambda *a, **k: renders.append(a[0]) or render(*a, **k))
+    first = kernel_class(64).source
+    assert kernel_class(64).source == first and len(renders) == 2  # the body and the entry point, once
+    assert kernel_class(128).source != first and len(renders) == 4
+    template = tmp_path / "user_scale.rs.j2"
+    template.write_text(BODY.replace("+ x_ptr", "* x_ptr"))  # same size: the modification time tells
+    os.utime(template, ns=(template.stat().st_atime_ns, template.stat().st_mtime_ns + 10**9))
+    assert "to_acc() * x_ptr" in kernel_class(64).source and len(renders) == 5
 
 
 def test_templates_see_the_instance(tmp_path):
