@@ -7,8 +7,12 @@ echo "== ruff"
 ruff check python tests examples
 ruff format --check python tests examples
 echo "== cargo fmt, clippy, test"
+# The emulator's OS-thread mode (its threads elsewhere than x86_64, where they are fibers) as well, in a target
+# directory of its own.
 (cd rust_kernels && cargo fmt --all --check && cargo clippy --workspace --all-targets -q -- -D warnings \
-  && cargo test -q -p cuda_std)
+  && cargo test -q -p cuda_std \
+  && export RUSTFLAGS="--cfg rk_emulator_threads" CARGO_TARGET_DIR=target/emulator-threads \
+  && cargo clippy -p cuda_std --all-targets -q -- -D warnings && cargo test -q -p cuda_std)
 echo "== pytest"
 if [ $# -eq 0 ]; then
   # The host cross-check (tests/test_host.py) runs in a process of its own: it loads a host library per kernel

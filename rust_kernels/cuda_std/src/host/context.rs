@@ -181,6 +181,15 @@ pub(crate) fn run_as<R>(current: &Current, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `f`, which lets other emulated threads of this OS thread run (a fiber's yield), and makes the calling one
+/// current again.
+#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+pub(crate) fn switching(f: impl FnOnce()) {
+    let current = CURRENT.get();
+    f();
+    CURRENT.set(current);
+}
+
 /// Runs `f` on the current emulated thread, if this OS thread is one.
 #[inline(always)]
 pub(crate) fn try_with_current<R>(f: impl FnOnce(Option<&Current>) -> R) -> R {

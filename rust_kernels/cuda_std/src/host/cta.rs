@@ -325,9 +325,9 @@ impl Cta {
     }
 
     /// Waits on `cv` until `ready` yields this thread's result; unwinds the thread if the CTA fails meanwhile.
-    fn wait<T>(
-        &self,
-        mut state: MutexGuard<'_, State>,
+    fn wait<'s, T>(
+        &'s self,
+        mut state: MutexGuard<'s, State>,
         cv: &Condvar,
         mut ready: impl FnMut(&mut State) -> Option<T>,
     ) -> T {
@@ -339,8 +339,23 @@ impl Cta {
             if let Some(result) = ready(&mut state) {
                 return result;
             }
-            state = cv.wait(state).unwrap_or_else(PoisonError::into_inner);
+            state = self.block(state, cv);
         }
+    }
+
+    /// Lets the other threads run until this one checks its condition again: the fiber yields (the condition
+    /// variables have no waiters then).
+    #[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+    fn block<'s>(&'s self, state: MutexGuard<'s, State>, _: &Condvar) -> MutexGuard<'s, State> {
+        drop(state);
+        super::context::switching(super::fiber::yield_now);
+        self.lock()
+    }
+
+    /// Lets the other threads run until this one checks its condition again: the OS thread sleeps on `cv`.
+    #[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+    fn block<'s>(&'s self, state: MutexGuard<'s, State>, cv: &Condvar) -> MutexGuard<'s, State> {
+        cv.wait(state).unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The lanes of the caller's warp that had not exited when it last passed a barrier or warp round (before the

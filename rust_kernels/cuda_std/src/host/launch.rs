@@ -1,16 +1,20 @@
-//! Launching a kernel on the host: argument checks, then the CTAs one after another, each CTA's threads as
-//! concurrent OS threads (bare POSIX threads: `os_thread`).
+//! Launching a kernel on the host: argument checks, then the CTAs one after another, each CTA's threads as fibers of
+//! the calling OS thread (`fiber`, on x86_64) or as concurrent OS threads (bare POSIX threads: `os_thread`, on other
+//! architectures, and where built with `--cfg rk_emulator_threads`, as the tests do to cover it).
 
 use super::context::{self, coords, Abort, Current, Launch, Region};
 use super::cta::Cta;
+#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+use super::fiber;
 use super::kernel::{ArgValue, HostKernel};
+#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
 use super::os_thread;
 use std::any::Any;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// Kernel code runs on these threads; generated kernels keep little on the stack.
+/// Kernel code runs on stacks of this size (fibers' or threads'); generated kernels keep little on the stack.
 const THREAD_STACK_BYTES: usize = 256 << 10;
 
 /// The most threads a block may have.
@@ -126,6 +130,7 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
         epoch,
     });
     let values: Vec<ArgValue> = args.iter().map(|arg| arg.value).collect();
+    let runner = Runner::new(kernel, config)?;
 
     let [gx, gy, gz] = config.grid;
     for z in 0..gz {
@@ -141,7 +146,7 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
                 // SAFETY: the buffer holds `shared_mem_bytes` bytes, and the previous CTA's threads have all ended.
                 unsafe { shared.write_bytes(0xFF, config.shared_mem_bytes) };
                 let cta = Arc::new(Cta::new(Arc::clone(&launch), [x, y, z]));
-                run_cta(kernel, &cta, &values);
+                runner.run_cta(kernel, &cta, &values, (x + y + z) % 2 == 1);
                 if let Some(message) = cta.take_error() {
                     // A cancelled launch's threads may also have failed otherwise; the first failure is reported.
                     let kind = if message == launch.interrupted_message() {
@@ -203,28 +208,70 @@ fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<
     Ok(())
 }
 
-/// Runs every thread of one CTA to its end.
-fn run_cta(kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue]) {
-    let [bx, by, bz] = cta.launch.block;
-    os_thread::scope(|scope| {
-        for linear in 0..bx * by * bz {
-            if cta.launch.cancelled() {
-                // Starting the remaining threads would only delay the end: they would leave at once.
-                cta.fail(cta.launch.interrupted_message());
-                break;
-            }
+/// What runs a launch's CTAs: fibers on stacks kept for the whole launch.
+#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+struct Runner(fiber::Stacks);
+
+#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+impl Runner {
+    fn new(kernel: &HostKernel, config: &LaunchConfig) -> Result<Runner, LaunchError> {
+        let threads = config.block.iter().product::<u32>() as usize;
+        fiber::Stacks::new(threads, THREAD_STACK_BYTES)
+            .map(Runner)
+            .map_err(|err| LaunchError {
+                kind: LaunchErrorKind::Failed,
+                message: format!("kernel {}: cannot map the threads' stacks: {err}", kernel.name),
+            })
+    }
+
+    /// Runs every thread of one CTA to its end; `reverse`: starting from the last (see `fiber`).
+    fn run_cta(&self, kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue], reverse: bool) {
+        let [bx, by, bz] = cta.launch.block;
+        let work = (0..bx * by * bz).map(|linear| {
             let current = Current {
                 cta: Arc::clone(cta),
                 thread: [linear % bx, linear / bx % by, linear / (bx * by)],
                 linear,
             };
-            if let Err(err) = scope.spawn(THREAD_STACK_BYTES, move || run_thread(kernel, current, values)) {
-                // The threads already started leave at their next barrier or warp operation.
-                cta.fail(format!("kernel {}: cannot start a thread: {err}", kernel.name));
-                break;
+            Box::new(move || run_thread(kernel, current, values)) as fiber::Work<'_>
+        });
+        fiber::run(&self.0, work.collect(), reverse);
+    }
+}
+
+/// What runs a launch's CTAs: concurrent OS threads, started per CTA.
+#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+struct Runner;
+
+#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+impl Runner {
+    fn new(_: &HostKernel, _: &LaunchConfig) -> Result<Runner, LaunchError> {
+        Ok(Runner)
+    }
+
+    /// Runs every thread of one CTA to its end (all at once: the order is the OS's).
+    fn run_cta(&self, kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue], _: bool) {
+        let [bx, by, bz] = cta.launch.block;
+        os_thread::scope(|scope| {
+            for linear in 0..bx * by * bz {
+                if cta.launch.cancelled() {
+                    // Starting the remaining threads would only delay the end: they would leave at once.
+                    cta.fail(cta.launch.interrupted_message());
+                    break;
+                }
+                let current = Current {
+                    cta: Arc::clone(cta),
+                    thread: [linear % bx, linear / bx % by, linear / (bx * by)],
+                    linear,
+                };
+                if let Err(err) = scope.spawn(THREAD_STACK_BYTES, move || run_thread(kernel, current, values)) {
+                    // The threads already started leave at their next barrier or warp operation.
+                    cta.fail(format!("kernel {}: cannot start a thread: {err}", kernel.name));
+                    break;
+                }
             }
-        }
-    });
+        });
+    }
 }
 
 fn run_thread(kernel: &HostKernel, current: Current, values: &[ArgValue]) {

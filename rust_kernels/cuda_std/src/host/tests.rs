@@ -156,6 +156,33 @@ fn cta_sum_through_shared_memory() {
     assert!(saw_nan.iter().all(|&nan| nan == 1));
 }
 
+/// Each thread stores its index in shared memory and, with no barrier, reads its partner's (tid ^ 1): a race.
+#[kernel]
+unsafe fn unsynchronised_partner(saw_nan: *mut u32) {
+    let tid = thread_idx_x() as usize;
+    let shared = crate::shared::dynamic_shared_mem::<f32>();
+    unsafe {
+        shared.store(tid, tid as f32);
+        let nan = shared.load(tid ^ 1).is_nan();
+        saw_nan.store(block_idx_x() as usize * block_dim_x() as usize + tid, u32::from(nan));
+    }
+}
+
+/// As fibers, even CTAs run their threads in order and odd ones in reverse: of each pair, the thread that runs
+/// first reads its partner's element unwritten (NaN), the lower one in CTA 0 and the higher one in CTA 1.
+#[test]
+#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+fn a_missing_barrier_reads_unwritten_shared_memory_either_way() {
+    let n = 64;
+    let mut saw_nan = vec![0u32; 2 * n];
+    let cfg = config([2, 1, 1], [n as u32, 1, 1], n * 4);
+    launch(&unsynchronised_partner__HOST, &cfg, &[buffer(&mut saw_nan)]).unwrap();
+    for tid in 0..n {
+        let expected = if tid % 2 == 0 { (1, 0) } else { (0, 1) };
+        assert_eq!((saw_nan[tid], saw_nan[n + tid]), expected, "thread {tid}");
+    }
+}
+
 const MODES: [ShuffleMode; 4] = [ShuffleMode::Up, ShuffleMode::Down, ShuffleMode::Xor, ShuffleMode::Idx];
 
 /// `shfl.sync`'s source lane and predicate, written from the PTX ISA's description for a segment `width` wide.
