@@ -1,11 +1,13 @@
 import multiprocessing
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 import rust_kernels
+from rust_kernels import builder
 from rust_kernels import cache as kcache
 from rust_kernels.builder import content_hash
 from rust_kernels.errors import BuildError, ToolchainMissing
@@ -54,6 +56,32 @@ def test_concurrent_builds_of_one_kernel_leave_one_valid_entry(fresh_cache):
     key = entries[0].name
     assert kcache.read_entry(key) is not None
     assert not list((fresh_cache / "tmp").glob("entry-*")), "no staging directory left behind"
+
+
+def test_parallel_builds_keep_the_order_each_worker_in_its_own_target_directory(fresh_cache):
+    kernels = [BatchNorm2dNchwBackward(block_hw=b) for b in (64, 128, 256, 512)]
+    finished = []
+    entries = builder.cached_entries([(k, "host") for k in kernels], 2, lambda k, arch: finished.append((k, arch)))
+    assert [e.meta["id"] for e in entries] == [k.id for k in kernels]
+    assert sorted(finished, key=lambda done: kernels.index(done[0])) == [(k, "host") for k in kernels]
+    assert any(p.name.endswith("-host-1") for p in (fresh_cache / "target").iterdir()), "the second worker's"
+    assert [e.path for e in entries] == [builder.cached_entry(k, "host").path for k in kernels]
+
+
+def test_a_failed_parallel_build_is_raised_and_stops_the_builds_not_started(monkeypatch):
+    started = []
+
+    def build(kernel, arch):
+        started.append(kernel)
+        time.sleep(0.02)
+        if kernel == "broken":
+            raise BuildError("broken: cargo failed")
+        return kernel
+
+    monkeypatch.setattr(builder, "cached_entry", build)
+    with pytest.raises(BuildError, match="broken: cargo failed"):
+        builder.cached_entries([("broken", "host")] + [(i, "host") for i in range(40)], 2)
+    assert len(started) < 10
 
 
 def test_truncated_entry_is_detected_and_rebuilt(fresh_cache):

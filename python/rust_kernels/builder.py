@@ -3,9 +3,13 @@ host emulator (target "host") -> the content-hash cache. Prebuilt entries shippe
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import cache
 from pathlib import Path
 
@@ -128,7 +132,8 @@ def _build_entry(kernel: Kernel, arch: str, key: str) -> kcache.Entry:
     lock = resources.cargo_lock()
     if lock.is_file():  # the workspace's pinned dependency versions
         (crate / "Cargo.lock").write_bytes(lock.read_bytes())
-    target_dir = kcache.cache_dir() / "target" / f"{toolchain.key}-{arch}"
+    slot = getattr(_worker, "slot", 0)
+    target_dir = kcache.cache_dir() / "target" / (f"{toolchain.key}-{arch}" + (f"-{slot}" if slot else ""))
     out = {"lib.rs": files["lib.rs"].encode()}
     if arch == HOST:
         with step(f"built {kernel.id} for the host emulator"):
@@ -264,6 +269,47 @@ def _ptxas(ptxas: Path, crate: Path, arch: str, ptx: str) -> bytes:
     if done.returncode:
         raise BuildError(f"ptxas rejected the PTX of {crate}:\n{done.stderr.strip()}")
     return cubin.read_bytes()
+
+
+# A parallel build's worker thread: its slot numbers its cargo target directory (cargo locks a target directory for a
+# whole build, so workers sharing one would build one at a time; each fills its own with cuda_std once).
+_worker = threading.local()
+
+
+def default_jobs() -> int:
+    """Parallel builds by default: one per CPU this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def cached_entries(work: Sequence[tuple[Kernel, str]], jobs: int,
+                   done: Callable[[Kernel, str], None] | None = None) -> list[kcache.Entry]:  # fmt: skip
+    """cached_entry of each (kernel, arch) in `work`, in its order, `jobs` at a time; `done(kernel, arch)` as each
+    ends (in this thread). The first failure stops the builds not yet started and is raised."""
+    if jobs <= 1:
+        entries = []
+        for kernel, arch in work:
+            entries.append(cached_entry(kernel, arch))
+            if done is not None:
+                done(kernel, arch)
+        return entries
+    slots = itertools.count()
+
+    def start() -> None:
+        _worker.slot = next(slots)
+
+    with ThreadPoolExecutor(jobs, thread_name_prefix="rust_kernels-build", initializer=start) as pool:
+        futures = {pool.submit(cached_entry, kernel, arch): i for i, (kernel, arch) in enumerate(work)}
+        entries: list[kcache.Entry | None] = [None] * len(work)
+        try:
+            for future in as_completed(futures):
+                i = futures[future]
+                entries[i] = future.result()
+                if done is not None:
+                    done(*work[i])
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    return [e for e in entries if e is not None]
 
 
 def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:

@@ -2,8 +2,9 @@
 
 run       Build every catalogue kernel, validate its PTX with ptxas, and cross-check every family on the GPU, or in
           the host emulator where there is none, saying what could not be done.
-build     Build catalogue kernels to PTX (+ cubin) for one or more archs, or for the host emulator, into the cache;
-          --export DIR also copies them to a cache directory to carry, --prebuilt into the package for a wheel.
+build     Build catalogue kernels to PTX (+ cubin) for one or more archs, or for the host emulator, into the cache,
+          --jobs at a time (default: one per CPU); --export DIR also copies them to a cache directory to carry,
+          --prebuilt into the package for a wheel.
 check     Cross-check every family's plans against its float64 reference, on the GPU or (--backend host) in the host
           emulator.
 bench     Time the ops against PyTorch, torch.compile and the memory bound, their host cost and launch overheads, on
@@ -28,11 +29,11 @@ from rust_kernels.errors import RustKernelsError
 from rust_kernels.kernels import instances
 
 
-def _build_all(archs: list[str], export: Path | None = None) -> int:
-    """Builds every catalogue instance for each arch ("host" for the emulator); where no Rust toolchain exists,
-    checks that a carried or prebuilt cache holds them. Returns how many entries it has."""
+def _build_all(archs: list[str], export: Path | None = None, jobs: int = 1) -> int:
+    """Builds every catalogue instance for each arch ("host" for the emulator), `jobs` at a time; where no Rust
+    toolchain exists, checks that a carried or prebuilt cache holds them. Returns how many entries it has."""
     from rust_kernels import cache, resources
-    from rust_kernels.builder import cached_entry
+    from rust_kernels.builder import cached_entries
     from rust_kernels.errors import ToolchainMissing
     from rust_kernels.progress import Progress
     from rust_kernels.toolchain import find_ptxas, find_toolchain
@@ -46,12 +47,9 @@ def _build_all(archs: list[str], export: Path | None = None) -> int:
     kernels = instances()
     if not kernels:
         raise RustKernelsError(f"the catalogue is empty: no kernel specs under {resources.codegen()}")
-    entries = []
-    with Progress("build", len(kernels) * len(archs)) as progress:
-        for arch in archs:
-            for kernel in kernels:
-                progress.advance(f"{kernel.id} ({arch})")
-                entries.append(cached_entry(kernel, arch))
+    work = [(kernel, arch) for arch in archs for kernel in kernels]
+    with Progress("build", len(work)) as progress:
+        entries = cached_entries(work, jobs, lambda kernel, arch: progress.advance(f"{kernel.id} ({arch})"))
     gpu = [e for e in entries if e.meta.get("arch") != "host"]
     validated = all(any(e.path.glob("*.cubin")) for e in gpu)
     print(f"{len(entries)} kernel entries {verb} ({len(kernels)} instances x {', '.join(archs)})")
@@ -79,11 +77,11 @@ def _check(backend: str, family: list[str] | None = None) -> int:
 
 
 def _run(arch: str | None) -> int:
-    from rust_kernels.builder import default_arch
+    from rust_kernels.builder import default_arch, default_jobs
     from rust_kernels.driver import gpu_available
     from rust_kernels.host import host_available
 
-    built = _build_all([arch or default_arch()])
+    built = _build_all([arch or default_arch()], jobs=default_jobs())
     gpu, why_not = gpu_available()
     if gpu:
         return _check("cuda")
@@ -105,6 +103,12 @@ def _arch(value: str) -> str:
     if value != "host" and not config.is_arch(value):
         raise argparse.ArgumentTypeError(f"expected {config.ARCH_FORMAT} or host, got {value!r}")
     return value
+
+
+def _jobs(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of builds at a time, got {value!r}")
+    return int(value)
 
 
 def _commands() -> dict[str, str]:
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     build.add_argument("--export", type=Path, help="also copy the entries into this directory, a cache to carry")
     build.add_argument("--prebuilt", action="store_true", help="also copy them into the package (for a wheel)")
+    build.add_argument("--jobs", type=_jobs, help="builds at a time (default: one per CPU)")
     check = command("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda", help="the GPU (default) or the emulator")
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
@@ -158,10 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             return _run(options.arch)
         if options.command == "build":
             from rust_kernels import resources
-            from rust_kernels.builder import default_arch
+            from rust_kernels.builder import default_arch, default_jobs
 
             export = resources.prebuilt() if options.prebuilt else options.export
-            _build_all(options.arch or [default_arch()], export)
+            _build_all(options.arch or [default_arch()], export, options.jobs or default_jobs())
             return 0
         if options.backend == "cuda":
             from rust_kernels.driver import gpu_available
