@@ -1,7 +1,6 @@
 """The host emulator runs the very kernels that go to PTX, built for the CPU per kernel instance on demand."""
 
 import _thread
-import contextlib
 import ctypes
 import signal
 import threading
@@ -12,8 +11,8 @@ import numpy as np
 import pytest
 
 import rust_kernels
-from rust_kernels import LaunchError, builder, check, load, ops
-from rust_kernels.errors import ArgumentError, RustKernelsError
+from rust_kernels import LaunchError, check, load, ops
+from rust_kernels.errors import ArgumentError
 from rust_kernels.families.batch_norm import backward as plans
 from rust_kernels.kernels import BatchNorm2dNchwBackward, instances
 from rust_kernels.registry import family
@@ -30,13 +29,10 @@ def inputs(shape, dtype):
 
 @pytest.fixture(scope="module", autouse=True)
 def _built(request):
-    """The kernels of the cross-checks selected built for the emulator first, one build per CPU at a time (their
-    1 300 builds are most of this file's time). A failed build stops this; the tests then build what is left, each
-    failing on its own."""
+    """The kernels of the cross-checks selected, built first in parallel (their 1 300 builds are most of this
+    file's time)."""
     selected = [i for i in request.session.items if getattr(i, "originalname", "") == "test_host_cross_check"]
-    kernels = dict.fromkeys(launch.kernel for i in selected for launch in i.callspec.params["plan"].launches)
-    with contextlib.suppress(RustKernelsError):
-        builder.cached_entries([(k, builder.HOST) for k in kernels], builder.default_jobs())
+    check.build_for_host([(i.callspec.params["fam"], i.callspec.params["plan"], ()) for i in selected])
 
 
 @pytest.mark.parametrize(("fam", "plan", "shape"), CASES, ids=[f"{p.label} {s}" for _, p, s in CASES])
