@@ -181,14 +181,20 @@ pub(crate) fn run_as<R>(current: &Current, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Runs `f`, which lets other emulated threads of this OS thread run (a fiber's yield), and makes the calling one
-/// current again.
+/// Lets the other threads of the caller's CTA run before it goes on, where they are fibers of this OS thread (a wait
+/// at a barrier, or an atomic that may be polling for another thread's write), and makes the caller current again.
 #[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
-pub(crate) fn switching(f: impl FnOnce()) {
+pub(crate) fn let_others_run() {
     let current = CURRENT.get();
-    f();
-    CURRENT.set(current);
+    if !current.is_null() {
+        super::fiber::yield_now();
+        CURRENT.set(current);
+    }
 }
+
+/// Nothing to do where the CTA's threads are OS threads: the others run meanwhile.
+#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+pub(crate) fn let_others_run() {}
 
 /// Runs `f` on the current emulated thread, if this OS thread is one.
 #[inline(always)]

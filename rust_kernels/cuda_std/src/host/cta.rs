@@ -348,7 +348,7 @@ impl Cta {
     #[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
     fn block<'s>(&'s self, state: MutexGuard<'s, State>, _: &Condvar) -> MutexGuard<'s, State> {
         drop(state);
-        super::context::switching(super::fiber::yield_now);
+        super::context::let_others_run();
         self.lock()
     }
 

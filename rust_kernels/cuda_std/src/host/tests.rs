@@ -183,6 +183,39 @@ fn a_missing_barrier_reads_unwritten_shared_memory_either_way() {
     }
 }
 
+/// Polls a thread makes before it gives up waiting (a test that would otherwise hang fails instead).
+const SPIN_LIMIT: u32 = 1 << 20;
+
+/// Thread 0 polls a flag with atomics until the CTA's last thread sets it (or SPIN_LIMIT polls): legal on the GPU
+/// (independent thread scheduling), so every thread must make progress while another spins.
+#[kernel]
+unsafe fn spin_until_set(flag: *mut u32, polls: *mut u32) {
+    let (tid, b) = (thread_idx_x(), block_idx_x() as usize);
+    unsafe {
+        if tid == 0 {
+            let mut n = 0u32;
+            while crate::atomic::atomic_add(flag.add(b), 0) == 0 && n < SPIN_LIMIT {
+                n += 1;
+            }
+            polls.store(b, n);
+        } else if tid == block_dim_x() - 1 {
+            crate::atomic::atomic_add(flag.add(b), 1);
+        }
+    }
+}
+
+#[test]
+fn a_thread_spinning_on_an_atomic_lets_the_others_run() {
+    let (mut flags, mut polls) = (vec![0u32; 2], vec![0u32; 2]);
+    let cfg = config([2, 1, 1], [64, 1, 1], 0);
+    launch(&spin_until_set__HOST, &cfg, &[buffer(&mut flags), buffer(&mut polls)]).unwrap();
+    assert_eq!(flags, [1, 1]);
+    assert!(
+        polls.iter().all(|&n| n < SPIN_LIMIT),
+        "thread 0 spun {polls:?} times: the setter never ran"
+    );
+}
+
 const MODES: [ShuffleMode; 4] = [ShuffleMode::Up, ShuffleMode::Down, ShuffleMode::Xor, ShuffleMode::Idx];
 
 /// `shfl.sync`'s source lane and predicate, written from the PTX ISA's description for a segment `width` wide.
