@@ -216,6 +216,25 @@ fn a_thread_spinning_on_an_atomic_lets_the_others_run() {
     );
 }
 
+/// Not a test: the emulator's time per CTA (256 threads, block_sum's 9 barriers), in either mode. `cargo test
+/// --release -p cuda_std emulator_time -- --ignored --nocapture`, with `RUSTFLAGS="--cfg rk_emulator_threads"` for
+/// OS threads (docs/results/cpu-2026-12-05-host-side/).
+#[test]
+#[ignore]
+fn emulator_time_per_cta() {
+    let (ctas, n) = (64, 256);
+    let mut x: Vec<f32> = (0..ctas * n).map(|i| (i % 7) as f32).collect();
+    let (mut sums, mut saw_nan) = (vec![0.0f32; ctas], vec![0u32; ctas * n]);
+    let args = [buffer(&mut x), buffer(&mut sums), buffer(&mut saw_nan)];
+    let cfg = config([ctas as u32, 1, 1], [n as u32, 1, 1], n * 4);
+    for round in 0..3 {
+        let start = Instant::now();
+        launch(&block_sum__HOST, &cfg, &args).unwrap();
+        let ms = start.elapsed().as_secs_f64() * 1e3 / ctas as f64;
+        eprintln!("round {round}: {ms:.3} ms per CTA of {n} threads (block_sum, 9 barriers)");
+    }
+}
+
 const MODES: [ShuffleMode; 4] = [ShuffleMode::Up, ShuffleMode::Down, ShuffleMode::Xor, ShuffleMode::Idx];
 
 /// `shfl.sync`'s source lane and predicate, written from the PTX ISA's description for a segment `width` wide.
