@@ -7,7 +7,7 @@ echo "== ruff"
 ruff check python tests examples
 ruff format --check python tests examples
 echo "== cargo fmt, clippy, test"
-# The emulator's OS-thread mode (its threads elsewhere than x86_64, where they are fibers) as well, in a target
+# The emulator's OS-thread mode (its threads elsewhere than x86_64 Linux, where they are fibers) as well, in a target
 # directory of its own.
 (cd rust_kernels && cargo fmt --all --check && cargo clippy --workspace --all-targets -q -- -D warnings \
   && cargo test -q -p cuda_std \

@@ -183,7 +183,7 @@ pub(crate) fn run_as<R>(current: &Current, f: impl FnOnce() -> R) -> R {
 
 /// Lets the other threads of the caller's CTA run before it goes on, where they are fibers of this OS thread (a wait
 /// at a barrier, or an atomic that may be polling for another thread's write), and makes the caller current again.
-#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
 pub(crate) fn let_others_run() {
     let current = CURRENT.get();
     if !current.is_null() {
@@ -193,7 +193,7 @@ pub(crate) fn let_others_run() {
 }
 
 /// Nothing to do where the CTA's threads are OS threads: the others run meanwhile.
-#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), rk_emulator_threads))]
 pub(crate) fn let_others_run() {}
 
 /// Runs `f` on the current emulated thread, if this OS thread is one.

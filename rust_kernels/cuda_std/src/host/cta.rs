@@ -345,7 +345,7 @@ impl Cta {
 
     /// Lets the other threads run until this one checks its condition again: the fiber yields (the condition
     /// variables have no waiters then).
-    #[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
     fn block<'s>(&'s self, state: MutexGuard<'s, State>, _: &Condvar) -> MutexGuard<'s, State> {
         drop(state);
         super::context::let_others_run();
@@ -353,7 +353,7 @@ impl Cta {
     }
 
     /// Lets the other threads run until this one checks its condition again: the OS thread sleeps on `cv`.
-    #[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+    #[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), rk_emulator_threads))]
     fn block<'s>(&'s self, state: MutexGuard<'s, State>, cv: &Condvar) -> MutexGuard<'s, State> {
         cv.wait(state).unwrap_or_else(PoisonError::into_inner)
     }

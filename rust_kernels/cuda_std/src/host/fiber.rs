@@ -1,10 +1,11 @@
-//! A CTA's threads as fibers of the launching OS thread (x86_64, System V ABI: `switch` swaps stacks in a few
+//! A CTA's threads as fibers of the launching OS thread (x86_64 Linux, System V ABI: `switch` swaps stacks in a few
 //! instructions).
 //!
 //! The fibers run in turn, each until it must wait for others (a barrier, a warp rendezvous: `Cta::wait`) or makes
-//! an atomic access (which may be polling for another thread's write), where it yields. Waiting is then a stack switch rather than an OS thread's sleep and wake-up, and a CTA starts no threads: a
-//! CTA of 256 threads summing through shared memory (9 barriers) took 27 ms as OS threads and takes 0.2 ms as fibers,
-//! on 2 busy cores (glibc's swapcontext, a system call per switch, took 2.5 ms).
+//! an atomic access (which may be polling for another thread's write), where it yields. Waiting is then a stack
+//! switch rather than an OS thread's sleep and wake-up, and a CTA starts no threads: a CTA of 256 threads summing
+//! through shared memory (9 barriers) took 33-39 ms as OS threads and takes 0.2 ms as fibers, on 2 cores (glibc's
+//! swapcontext, a system call per switch, took 2.5 ms).
 //!
 //! The threads of a CTA thus run one at a time between their waits: in thread order in even CTAs and in reverse in
 //! odd ones, so that a read of another thread's write with no barrier between them reads the unwritten value (shared
@@ -68,7 +69,7 @@ unsafe fn prepare(top: *mut u8) -> StackPointer {
 const PROT_NONE: i32 = 0;
 const PROT_READ: i32 = 1;
 const PROT_WRITE: i32 = 2;
-// The same on x86_64 and aarch64 (the generic values).
+// Linux's values (other systems number the mapping flags otherwise).
 const MAP_PRIVATE: i32 = 0x02;
 const MAP_ANONYMOUS: i32 = 0x20;
 const MAP_NORESERVE: i32 = 0x4000;

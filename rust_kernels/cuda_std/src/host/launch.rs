@@ -1,13 +1,13 @@
 //! Launching a kernel on the host: argument checks, then the CTAs one after another, each CTA's threads as fibers of
-//! the calling OS thread (`fiber`, on x86_64) or as concurrent OS threads (bare POSIX threads: `os_thread`, on other
-//! architectures, and where built with `--cfg rk_emulator_threads`, as the tests do to cover it).
+//! the calling OS thread (`fiber`, on x86_64 Linux) or as concurrent OS threads (bare POSIX threads: `os_thread`,
+//! elsewhere, and where built with `--cfg rk_emulator_threads`, as the tests do to cover it).
 
 use super::context::{self, coords, Abort, Current, Launch, Region};
 use super::cta::Cta;
-#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
 use super::fiber;
 use super::kernel::{ArgValue, HostKernel};
-#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), rk_emulator_threads))]
 use super::os_thread;
 use std::any::Any;
 use std::fmt;
@@ -209,10 +209,10 @@ fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<
 }
 
 /// What runs a launch's CTAs: fibers on stacks kept for the whole launch.
-#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
 struct Runner(fiber::Stacks);
 
-#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
 impl Runner {
     fn new(kernel: &HostKernel, config: &LaunchConfig) -> Result<Runner, LaunchError> {
         let threads = config.block.iter().product::<u32>() as usize;
@@ -240,10 +240,10 @@ impl Runner {
 }
 
 /// What runs a launch's CTAs: concurrent OS threads, started per CTA.
-#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), rk_emulator_threads))]
 struct Runner;
 
-#[cfg(any(not(all(target_arch = "x86_64", unix)), rk_emulator_threads))]
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), rk_emulator_threads))]
 impl Runner {
     fn new(_: &HostKernel, _: &LaunchConfig) -> Result<Runner, LaunchError> {
         Ok(Runner)

@@ -171,7 +171,7 @@ unsafe fn unsynchronised_partner(saw_nan: *mut u32) {
 /// As fibers, even CTAs run their threads in order and odd ones in reverse: of each pair, the thread that runs
 /// first reads its partner's element unwritten (NaN), the lower one in CTA 0 and the higher one in CTA 1.
 #[test]
-#[cfg(all(target_arch = "x86_64", unix, not(rk_emulator_threads)))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
 fn a_missing_barrier_reads_unwritten_shared_memory_either_way() {
     let n = 64;
     let mut saw_nan = vec![0u32; 2 * n];
