@@ -32,7 +32,7 @@ def _built(request):
     """The kernels of the cross-checks selected, built first in parallel (their 1 300 builds are most of this
     file's time)."""
     selected = [i for i in request.session.items if getattr(i, "originalname", "") == "test_host_cross_check"]
-    check.build_for_host([(i.callspec.params["fam"], i.callspec.params["plan"], ()) for i in selected])
+    check.build_for_host(i.callspec.params["plan"] for i in selected)
 
 
 @pytest.mark.parametrize(("fam", "plan", "shape"), CASES, ids=[f"{p.label} {s}" for _, p, s in CASES])

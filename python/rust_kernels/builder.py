@@ -285,31 +285,22 @@ def cached_entries(work: Sequence[tuple[Kernel, str]], jobs: int,
                    done: Callable[[Kernel, str], None] | None = None) -> list[kcache.Entry]:  # fmt: skip
     """cached_entry of each (kernel, arch) in `work`, in its order, `jobs` at a time; `done(kernel, arch)` as each
     ends (in this thread). The first failure stops the builds not yet started and is raised."""
-    if jobs <= 1:
-        entries = []
-        for kernel, arch in work:
-            entries.append(cached_entry(kernel, arch))
-            if done is not None:
-                done(kernel, arch)
-        return entries
     slots = itertools.count()
 
     def start() -> None:
         _worker.slot = next(slots)
 
     with ThreadPoolExecutor(jobs, thread_name_prefix="rust_kernels-build", initializer=start) as pool:
-        futures = {pool.submit(cached_entry, kernel, arch): i for i, (kernel, arch) in enumerate(work)}
-        entries: list[kcache.Entry | None] = [None] * len(work)
+        futures = {pool.submit(cached_entry, kernel, arch): (kernel, arch) for kernel, arch in work}
         try:
             for future in as_completed(futures):
-                i = futures[future]
-                entries[i] = future.result()
+                future.result()
                 if done is not None:
-                    done(*work[i])
+                    done(*futures[future])
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise
-    return [e for e in entries if e is not None]
+    return [future.result() for future in futures]
 
 
 def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TextIO
@@ -144,7 +144,7 @@ def run(backend: str, selected: list[Family] | None = None, out: TextIO = sys.st
     and a table per family, returns results."""
     todo = [c for c in cases(backend, selected) if where is None or where(c[1])]
     if backend == "host":
-        build_for_host(todo)
+        build_for_host(plan for _, plan, _ in todo)
     results = []
     with Progress(f"check ({backend})", len(todo)) as progress:
         for family, plan, shape in todo:
@@ -157,12 +157,12 @@ def run(backend: str, selected: list[Family] | None = None, out: TextIO = sys.st
     return results
 
 
-def build_for_host(todo: Sequence[tuple[Family, Plan, tuple[int, ...]]]) -> None:
-    """The emulator's builds of the kernels of `todo`'s plans, one per CPU at a time, ahead of their checks (which
-    would build them one by one). A failed build stops this: the cases that need the kernel then fail on their own."""
+def build_for_host(plans: Iterable[Plan]) -> None:
+    """The emulator's builds of the plans' kernels, one per CPU at a time, ahead of their checks (which would build
+    them one by one). A failed build stops this: the cases that need the kernel then fail on their own."""
     from rust_kernels import builder
 
-    kernels = dict.fromkeys(launch.kernel for _, plan, _ in todo for launch in plan.launches)
+    kernels = dict.fromkeys(launch.kernel for plan in plans for launch in plan.launches)
     with Progress("build (host)", len(kernels)) as progress, contextlib.suppress(RustKernelsError):
         builder.cached_entries([(k, builder.HOST) for k in kernels], builder.default_jobs(),
                                lambda kernel, _: progress.advance(kernel.id))  # fmt: skip
