@@ -73,6 +73,24 @@ def test_copies_under_a_branch_equal_across_the_warp_are_not(condition):
     assert divergent_barriers(ptx(body)) == []
 
 
+@pytest.mark.parametrize(
+    ("compare", "found"),
+    [
+        ("setp.lt.u32 \t%p1, %r2, 32;", False),  # tid / 32 < 1, as LLVM writes it: a warp's lanes all agree
+        ("setp.ge.u32 \t%p1, %r2, 64;", False),
+        ("setp.gt.u32 \t%p1, %r2, 95;", False),
+        ("setp.lt.u32 \t%p1, %r2, 16;", True),  # half a warp
+        ("setp.gt.u32 \t%p1, %r2, 32;", True),
+        ("setp.eq.u32 \t%p1, %r2, 0;", True),
+    ],
+)
+def test_a_tid_compared_with_a_warp_boundary_is_equal_across_the_warp(compare, found):
+    body = COPIES.format(bound=4).replace("\tand.b32 \t%r2, %r1, 31;\n\tsetp.lt.u32 \t%p1, %r2, 4;",
+                                          "\tmov.u32 \t%r2, %r1;\n\t" + compare)  # fmt: skip
+    assert compare in body
+    assert bool(divergent_barriers(ptx(body))) == found
+
+
 def test_a_barrier_where_the_lane_branch_has_joined_again_is_not():
     body = """	mov.u32 	%r1, %tid.x;
 	setp.lt.u32 	%p1, %r1, 4;

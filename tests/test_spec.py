@@ -51,6 +51,10 @@ def test_the_catalogue_parses():
         "batch_norm_2d_normalize",
         "batch_norm_2d_normalize_act",
         "batch_norm_2d_normalize_add_relu",
+        "batch_norm_2d_persistent_backward_channels_last",
+        "batch_norm_2d_persistent_backward_channels_last_act",
+        "batch_norm_2d_persistent_forward_channels_last",
+        "batch_norm_2d_persistent_forward_channels_last_act",
     ]
 
 

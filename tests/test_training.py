@@ -160,7 +160,7 @@ def test_the_rule_takes_one_launch_for_small_channels_last_blocks_however_few_th
         for activation in (0, training.ACTIVATIONS["relu"]):
             plan = rule(which, small, activation=activation)
             assert len(plan.launches) == 1 and dict(plan.values)["COLS"] == 1
-            assert plan in training._candidates(which, small, "f32", "f32", 16, 132, True, activation)
+            assert plan in training._candidates(which, small, "f32", "f32", 16, 132, True, activation, False)
     at_bound = (2, 32, 32, 32)  # 2048 rows of 16 bytes: 32 KB a block
     assert training.block_bytes(at_bound, "f32", vectorized, 1) == training.SMALL_BLOCK_BYTES
     assert len(rule("forward", at_bound).launches) == 1
@@ -216,6 +216,95 @@ def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for
     assert isinstance(small.kernel, tuple(training.FUSED_COLUMNS.values()))
     large = training.plan("forward", (64, 32, 56, 56), "f32", "f32", 16, 132, True, code)
     assert len(large.launches) == 2
+
+
+@pytest.mark.parametrize(("key", "shape", "units", "shift"),
+                         [("f32", (4, 16, 12, 12), 8, 1e4), ("f64", (8, 6, 9, 9), 2, 1e4),
+                          ("bf16-f32", (8, 32, 5, 7), 4, 1.0)])  # fmt: skip
+def test_the_persistent_kernels_match_float64_and_the_two_launch_plans(key, shape, units, shift):
+    """The persistent channels_last kernels in the emulator, which runs their CTAs at once (the widest column block:
+    the most slices merged after grid::sync): y, the saved and running statistics, dx, dweight and dbias against
+    float64, including a mean far above the deviation (1e4 and 1), each within the dtype's tolerance or twice the
+    two-launch plans' own error (f32 y at mean 1e4: the f32 mean's rounding, half an ulp of 1e4, bounds both)."""
+    from rust_kernels.families.batch_norm import training
+
+    storage, param = common.split_key(key)
+    rng = np.random.default_rng(5)
+    x = channels_last((rng.standard_normal(shape) + shift).astype(DTYPES[storage].numpy_dtype()))
+    dy = channels_last(rng.standard_normal(shape).astype(x.dtype))
+    weight = rng.uniform(0.5, 1.5, shape[1]).astype(DTYPES[param].numpy_dtype())
+    bias = rng.standard_normal(shape[1]).astype(weight.dtype)
+    vectorized = training.vector_mode(shape, storage, 16, True)
+    cols = training.column_widths(shape, storage, vectorized, 1)[-1]
+
+    def persistent(which: str):
+        return training.persistent(which, shape, storage, param, vectorized, units, cols)
+
+    assert persistent("forward").grid[1] > 1, "several slices to merge"
+    ours = _host_pair(x, dy, None, weight, bias, None, persistent("forward"), persistent("backward"))
+    rule = _host_pair(x, dy, None, weight, bias, None, None, None)
+    y, mean, invstd, running_mean, running_var = reference_forward(x, weight, bias, 0, 1, 0.1)
+    dx, dweight, dbias = reference_backward(dy, x, weight, ours[1], ours[2])
+    accumulated = 1e-12 if storage == "f64" else 2e-5  # the statistics and parameter gradients
+    rounded = {"f64": 1e-12, "f32": 2e-5}.get(storage, 1e-2)  # y and dx: 16-bit storage's rounding
+    for got, want, other in zip(ours, [y, mean, invstd, running_mean, running_var, dx, dweight, dbias], rule,
+                                strict=True):  # fmt: skip
+        tolerance = rounded if got.dtype == x.dtype else accumulated
+        assert relative(got, want) < max(tolerance, 2 * relative(other, want))
+    assert ours[0].strides == x.strides and ours[5].strides == x.strides
+
+
+@pytest.mark.parametrize("activation", ["relu", "silu"])
+@pytest.mark.parametrize(("key", "shape"), [("f32", (4, 16, 12, 12)), ("bf16-f32", (8, 32, 5, 7))])
+def test_the_persistent_kernels_with_an_activation_match_the_two_launch_plans(key, shape, activation):
+    """The _act persistent kernels (the activation after the normalisation, its gradient before the sums) in the
+    emulator, several slices: every output within the dtype's rounding of the two-launch _act plans'."""
+    from rust_kernels.families.batch_norm import training
+
+    storage, param = common.split_key(key)
+    rng = np.random.default_rng(6)
+    x = channels_last((rng.standard_normal(shape) * 2 + 0.5).astype(DTYPES[storage].numpy_dtype()))
+    dy = channels_last(rng.standard_normal(shape).astype(x.dtype))
+    weight = rng.uniform(0.5, 1.5, shape[1]).astype(DTYPES[param].numpy_dtype())
+    bias = rng.standard_normal(shape[1]).astype(weight.dtype)
+    vectorized = training.vector_mode(shape, storage, 16, True)
+    cols = training.column_widths(shape, storage, vectorized, 1)[-1]
+    code = training.ACTIVATIONS[activation]
+    forward, backward = (training.persistent(which, shape, storage, param, vectorized, 2, cols, code)
+                         for which in ("forward", "backward"))  # fmt: skip
+    assert forward.grid[1] > 1 and forward.kernel.activation == code
+    ours = _host_pair(x, dy, None, weight, bias, activation, forward, backward)
+    rule = _host_pair(x, dy, None, weight, bias, activation, None, None)
+    rounded = 2e-5 if storage == "f32" else 1e-2
+    for got, other in zip(ours, rule, strict=True):
+        assert relative(got, other) < (rounded if got.dtype == x.dtype else 2e-5)
+
+
+def test_the_persistent_kernels_are_candidates_only_where_enabled(monkeypatch):
+    """RUST_KERNELS_PERSISTENT=1 adds the persistent plans to the channels_last candidates (not NCHW's; with a fused
+    activation, its _act kernels), where the grid fits two CTAs an SM."""
+    from rust_kernels.families.batch_norm import training
+    from rust_kernels.runtime import Placement, Problem
+
+    shape = (8, 64, 14, 14)
+
+    def persistent_plans(channels_last: bool, activation: int, enabled: bool) -> list:
+        plans = training._candidates("backward", shape, "bf16", "f32", 16, 132, channels_last, activation, enabled)
+        return [p for p in plans if isinstance(p.kernel, tuple(training.PERSISTENT.values()))]
+
+    relu = training.ACTIVATIONS["relu"]
+    fused = persistent_plans(True, relu, True)
+    assert fused and all(p.kernel.activation == relu for p in fused)
+
+    found = persistent_plans(True, 0, True)
+    assert found and all(p.grid[0] * p.grid[1] <= 2 * 132 for p in found)
+    assert not persistent_plans(True, 0, False) and not persistent_plans(False, 0, True)
+    assert not training.persistent_options((128, 64, 56, 56), "bf16", 1, 132, 2 * 132), "too large to hold"
+    problem = Problem(shape=shape, dtype="bf16", param="f32", values={}, scalars={}, order=(0, 2, 3, 1))
+    for value, expected in (("0", False), ("1", True)):
+        monkeypatch.setenv("RUST_KERNELS_PERSISTENT", value)
+        plans = training.candidates("backward", problem, Placement(16, 132))
+        assert any(isinstance(p.kernel, tuple(training.PERSISTENT.values())) for p in plans) == expected
 
 
 def _host_pair(x, dy, res, weight, bias, activation, forward, backward) -> list[np.ndarray]:
@@ -320,7 +409,7 @@ def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_s
     from rust_kernels.families.batch_norm import training
 
     def modes(shape, dtype, alignment=16, channels_last=False):
-        plans = training._candidates("forward", shape, dtype, "f32", alignment, 132, channels_last, 0)
+        plans = training._candidates("forward", shape, dtype, "f32", alignment, 132, channels_last, 0, False)
         return {p.kernel.vectorized for p in plans if hasattr(p.kernel, "vectorized")}
 
     shape = (128, 2048, 7, 7)

@@ -82,7 +82,7 @@ def test_a_keys_candidates_are_named_with_each_distinct_kernels_source_key_compu
     from rust_kernels import builder
     from rust_kernels.families.batch_norm import training
 
-    candidates = training._candidates("forward", (32, 64, 28, 28), "f32", "f32", 16, GPU.sms, False, 0)
+    candidates = training._candidates("forward", (32, 64, 28, 28), "f32", "f32", 16, GPU.sms, False, 0, False)
     kernels = [launch.kernel for p in candidates for launch in p.launches]
     assert len(set(kernels)) < len(kernels) and len(candidates) >= 5
     alone = [tuning.entry_name("key", p, "sm_90") for p in candidates]

@@ -10,9 +10,11 @@
 | `RUST_KERNELS_PTXAS` | the ptxas that validates PTX and makes cubins; no fallback when set (PATH, CUDA, nvcc wheel) |
 | `RUST_KERNELS_QUIET` | `1` silences the progress lines on stderr (`0`) |
 | `RUST_KERNELS_TUNING` | the autotuner (tuning.py): `off`, `on` or `force` (`on`) |
+| `RUST_KERNELS_PERSISTENT` | `1`: the autotuner also times the persistent channels_last training kernels (`0`) |
 
 TUNING `off` runs the families' rules; `on` measured plans (the tuning cache's and shipped tables' timings, missing
 candidates timed on first use); `force` times every candidate afresh once per process.
+PERSISTENT is off by default until those kernels have run on a GPU (they have in the emulator only).
 RUSTC, CARGO and PTXAS take a path to an executable or a command name looked up on PATH.
 An empty variable counts as unset. A bad value raises ConfigError naming the variable and what to fix, at the first
 use of the settings, before any work. (ptx_linker.py runs as rustc's linker in a separate process and reads
@@ -45,6 +47,7 @@ VARIABLES = (
     "RUST_KERNELS_PTXAS",
     "RUST_KERNELS_QUIET",
     "RUST_KERNELS_TUNING",
+    "RUST_KERNELS_PERSISTENT",
 )
 TUNING_MODES = ("off", "on", "force")
 DEFAULT_ARCH = "sm_90"
@@ -63,6 +66,7 @@ class Settings:
     ptxas: Path | None
     quiet: bool
     tuning: str  # one of TUNING_MODES
+    persistent: bool  # the persistent channels_last kernels among the autotuner's candidates
 
 
 def settings() -> Settings:
@@ -103,6 +107,9 @@ def _load(values: tuple[str, ...], home: str) -> Settings:
     tuning = env["RUST_KERNELS_TUNING"] or "on"
     if tuning not in TUNING_MODES:
         raise ConfigError(f"RUST_KERNELS_TUNING={tuning!r}: expected one of {', '.join(TUNING_MODES)}; fix or unset it")
+    persistent = env["RUST_KERNELS_PERSISTENT"]
+    if persistent not in ("", "0", "1"):
+        raise ConfigError(f"RUST_KERNELS_PERSISTENT={persistent!r}: expected 1 (on) or 0; fix or unset it")
     return Settings(
         cache_dir=_cache_dir(env["RUST_KERNELS_CACHE_DIR"]),
         arch=arch,
@@ -112,6 +119,7 @@ def _load(values: tuple[str, ...], home: str) -> Settings:
         ptxas=_executable("RUST_KERNELS_PTXAS", env["RUST_KERNELS_PTXAS"], "ptxas"),
         quiet=quiet == "1",
         tuning=tuning,
+        persistent=persistent == "1",
     )
 
 

@@ -48,8 +48,9 @@ class CudaKernel:
             self.function = driver.check(cu.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
         self._shared_limit = DEFAULT_SHARED_LIMIT
         self.max_shared = driver.max_shared_per_block(device)
-        # the extension's CheckedLaunch (None where it is not built); the ops' fast paths (rust_kernels.calls) keep it
-        self.checked = _checked_launch(self)
+        # the extension's CheckedLaunch (None where it is not built, and for cooperative kernels, which launch through
+        # cuLaunchCooperativeKernel); the ops' fast paths (rust_kernels.calls) keep it
+        self.checked = None if kernel.spec.cooperative else _checked_launch(self)
 
     def _allow_shared(self, nbytes: int) -> None:
         cu = driver.driver_module()
@@ -68,12 +69,31 @@ class CudaKernel:
         grid3, block3, shared = kargs.launch_config(self.kernel, grid, block, packed, shared_mem, self.max_shared)
         if shared > self._shared_limit:
             self._allow_shared(shared)
+        if self.kernel.spec.cooperative:
+            self._check_resident(grid3, block3, shared)
         if stream is None:
             like = next((a for a in args if not isinstance(a, int | float)), None)
             handle = driver.current_stream(self.device, like)
         else:
             handle = driver.stream_handle(stream)
         return _prepared(self, grid3, block3, shared, handle, packed)
+
+    def _check_resident(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> None:
+        """A cooperative launch's CTAs must all be resident at once (grid::sync waits for every one): refuses a grid
+        larger than the device's SMs hold of this kernel (its registers, block and shared memory), before the driver
+        would."""
+        cu = driver.driver_module()
+        threads, ctas = block[0] * block[1] * block[2], grid[0] * grid[1] * grid[2]
+        with driver.current(self.device):
+            per_sm = driver.check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function, threads, shared),
+                                  f"occupancy of {self.kernel.id}")  # fmt: skip
+        sms = driver.multiprocessor_count(self.device)
+        if ctas > per_sm * sms:
+            raise ArgumentError(
+                f"grid: {self.kernel.id} is cooperative (every CTA resident at once, for grid::sync): this device "
+                f"holds at most {per_sm * sms} of its CTAs of {threads} threads with {shared} bytes of shared memory "
+                f"({per_sm} on each of {sms} SMs), got {ctas}"
+            )
 
     def launch(self, grid: Any, block: Any, args: Any, shared_mem: int | None = None, stream: Any = None) -> None:
         """Launches on `stream` (default: the current stream of the arrays' library) without synchronising. Every
@@ -128,10 +148,11 @@ def _checked_launch(loaded: CudaKernel) -> Any:
 
 
 @cache
-def _cu_launch_kernel() -> Any:
-    """The driver's cuLaunchKernel through ctypes. No argtypes: the arguments are prebuilt ctypes objects, passed as
-    they are, so a call costs little more than the driver's own."""
-    function = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+def _cu_launch_kernel(cooperative: bool = False) -> Any:
+    """The driver's cuLaunchKernel (or cuLaunchCooperativeKernel, which takes no `extra` argument) through ctypes. No
+    argtypes: the arguments are prebuilt ctypes objects, passed as they are, so a call costs little more than the
+    driver's own."""
+    function = getattr(ctypes.CDLL("libcuda.so.1"), "cuLaunchCooperativeKernel" if cooperative else "cuLaunchKernel")
     function.restype = ctypes.c_int
     return function
 
@@ -164,11 +185,13 @@ def _prepared(
     stream: int,
     packed: list[kargs.Packed],
 ) -> Callable[[], None]:
-    """A callable that enqueues the launch: the extension's CudaLaunch where it is built, else ctypes."""
+    """A callable that enqueues the launch: the extension's CudaLaunch where it is built, else ctypes (and ctypes'
+    cuLaunchCooperativeKernel for a cooperative kernel)."""
     values = [_ctype(p.type)(p.value) for p in packed]  # the driver reads these at each launch
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
     on_error = partial(_launch_failed, loaded.kernel.id)
-    native = _native_launch()
+    cooperative = loaded.kernel.spec.cooperative
+    native = None if cooperative else _native_launch()
     if native is not None:
         entry = ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value
         dims = (*grid, *block, shared)
@@ -177,8 +200,9 @@ def _prepared(
         return native(entry, context, int(loaded.function), dims, stream, ctypes.addressof(params), keep, on_error)
     handle = ctypes.c_void_p(int(loaded.function))
     dims = [ctypes.c_uint(d) for d in (*grid, *block, shared)]
-    arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p), None)
-    call = partial(_cu_launch_kernel(), *arguments)  # bound in C: no argument handling per launch
+    arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p))
+    extra = () if cooperative else (None,)
+    call = partial(_cu_launch_kernel(cooperative), *arguments, *extra)  # bound in C: no argument handling per launch
 
     def launch() -> None:
         with driver.current(loaded.device):  # as the native launchers: in the kernel's context

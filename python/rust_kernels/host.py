@@ -81,6 +81,8 @@ class HostKernel:
 
         self.kernel = kernel
         self.checked = checked
+        # rk_host_launch's flags: bit 0 bounds-checks every access, bit 1 runs every CTA at once (grid::sync).
+        self._flags = int(checked) | (2 if kernel.spec.cooperative else 0)
         path = library or build_host(kernel)
         self.library = _library(path)
         compiled = _params(self.library)
@@ -112,7 +114,7 @@ class HostKernel:
 
         def run() -> None:
             try:
-                status.append(call(raw, count, dims, shared, int(self.checked), error, len(error)))
+                status.append(call(raw, count, dims, shared, self._flags, error, len(error)))
             finally:
                 done.set()
 

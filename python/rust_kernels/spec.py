@@ -156,6 +156,11 @@ _EXPRESSION_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.Compare, a
                      ast.Gt, ast.GtE, ast.Name, ast.Load, ast.Constant)  # fmt: skip
 
 
+REQUIRED_FIELDS = frozenset({"name", "template", "doc", "dtypes", "args", "grid", "block"})
+OPTIONAL_FIELDS = frozenset({"consts", "param_dtypes", "shared_accumulators_per_warp", "requires", "registers",
+                             "cooperative"})  # fmt: skip
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     name: str
@@ -173,6 +178,8 @@ class KernelSpec:
     # (torch.autocast's pairing), not a copy of the spec. Empty where the spec has no P.
     param_dtypes: tuple[str, ...] = ()
     registers: tuple[RegisterCap, ...] = ()  # [[registers]]: the first whose `when` holds caps an instance
+    # Every CTA of a launch resident at once (the driver's cooperative launch), as `grid::sync` needs.
+    cooperative: bool = False
 
     def impossible(self, names: Mapping[str, int]) -> str | None:
         """Why no launch of the instance whose consts (and DSIZE) are `names` can run: the message of a precondition
@@ -350,9 +357,15 @@ def parse_spec(path: Path) -> KernelSpec:
         raise _fail(path, f"not valid TOML: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise _fail(path, f"cannot be read: {err}") from None
-    missing = {"name", "template", "doc", "dtypes", "args", "grid", "block"} - raw.keys()
+    missing = REQUIRED_FIELDS - raw.keys()
     if missing:
         raise _fail(path, f"missing fields {sorted(missing)}")
+    unknown = raw.keys() - REQUIRED_FIELDS - OPTIONAL_FIELDS
+    if unknown:
+        raise _fail(path, f"unknown fields {sorted(unknown)} (a spec has {sorted(REQUIRED_FIELDS | OPTIONAL_FIELDS)})")
+    cooperative = raw.get("cooperative", False)
+    if not isinstance(cooperative, bool):
+        raise _fail(path, f"cooperative must be true or false, got {cooperative!r}")
     name = _identifier(path, "kernel name", raw["name"], SNAKE)
     if class_name(name) in RESERVED_CLASSES:
         raise _fail(path, f"kernel name {name!r} would shadow rust_kernels' own class {class_name(name)}")
@@ -403,6 +416,7 @@ def parse_spec(path: Path) -> KernelSpec:
         path=path,
         param_dtypes=tuple(params),
         registers=registers,
+        cooperative=cooperative,
     )
 
 

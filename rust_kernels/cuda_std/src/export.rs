@@ -27,9 +27,9 @@
 /// } RawArg;
 ///
 /// int32_t rk_host_launch(const RawArg *args, size_t n_args, const uint32_t *dims, uint64_t shared_mem_bytes,
-///                        uint32_t checked, char *error, size_t error_capacity);
+///                        uint32_t flags, char *error, size_t error_capacity);
 /// void rk_host_cancel(void);
-/// uint32_t rk_host_abi_version(void);             /* 1 */
+/// uint32_t rk_host_abi_version(void);             /* 2 */
 /// uint64_t rk_host_max_shared_mem_bytes(void);    /* 232448 */
 /// const char *rk_host_kernel_name(void);          /* "scale_entry_point" */
 /// size_t rk_host_param_count(void);
@@ -41,8 +41,9 @@
 ///
 /// # `rk_host_launch`
 ///
-/// Launches the kernel and returns when every CTA has finished (CTAs run one after another; each CTA's threads
-/// run concurrently as OS threads). It may be called from several threads at once.
+/// Launches the kernel and returns when every CTA has finished. CTAs run one after another, or all at once in a
+/// cooperative launch; a CTA's threads run as fibers of the calling thread on x86_64 Linux, as OS threads elsewhere.
+/// It may be called from several threads at once.
 ///
 /// - `args`, `n_args`: one [`RawArg`](crate::host::abi::RawArg) per kernel parameter, in order (`args` may be NULL
 ///   when `n_args` is 0). A kind must match the parameter's type (`rk_host_param_type`): kind 0 for `*mut T` and
@@ -54,8 +55,9 @@
 ///   threads.
 /// - `shared_mem_bytes`: the dynamic shared memory per CTA, at most `rk_host_max_shared_mem_bytes()` (232448,
 ///   227 KiB, the H100/H200 opt-in maximum); more is refused before anything is allocated.
-/// - `checked`: 1 bounds-checks every element access (`DevicePtr` loads and stores, atomics) against the pointer
-///   arguments and shared memory; 0 trusts the kernel. Any other value is an error.
+/// - `flags`: bit 0 (`checked`) bounds-checks every element access (`DevicePtr` loads and stores, atomics) against
+///   the pointer arguments and shared memory, else the kernel is trusted; bit 1 (`cooperative`) runs every CTA at
+///   once, as `grid::sync` needs (at most `host::MAX_COOPERATIVE_THREADS` threads in all). Other bits are an error.
 /// - `error`, `error_capacity`: receives a NUL-terminated UTF-8 message: "" on success, else the error, truncated
 ///   to `error_capacity - 1` bytes at a character boundary. Nothing is written when `error` is NULL or
 ///   `error_capacity` is 0. Every message names the kernel, e.g. `kernel scale_entry_point: interrupted`.
@@ -67,9 +69,10 @@
 ///   kind 9 (0 ptr, ...)`, `kernel K: argument 1 (n, i32): bits 0x100000000 do not fit a i32 ...`), dimensions
 ///   (`kernel K: grid (4,0,1) has a zero dimension`, `kernel K: block (32,33,1) has 1056 threads; a block has 1 to
 ///   1024`), shared memory (`kernel K: 1099511627776 bytes of dynamic shared memory requested; a block has at most
-///   232448 (227 KiB)`), `checked`, a NULL `dims` or `args`.
+///   232448 (227 KiB)`), `flags`, a NULL `dims` or `args`.
 /// - 2 (`FAILED`): kernel code failed: out-of-bounds or misaligned access (checked launches), threads that never
-///   meet at a barrier, a panic in kernel code. Buffers may be partly written.
+///   meet at a barrier, a `grid::sync` that some CTA never reaches or in a launch that is not cooperative, a panic
+///   in kernel code. Buffers may be partly written.
 /// - 3 (`INTERRUPTED`): `rk_host_cancel()` was called during the launch; the message is `kernel K: interrupted`.
 /// - 4 (`PANICKED`): a panic inside the emulator itself (a bug), caught at the boundary.
 ///
@@ -110,7 +113,7 @@ macro_rules! export_host_launch {
                 n_args: usize,
                 dims: *const u32,
                 shared_mem_bytes: u64,
-                checked: u32,
+                flags: u32,
                 error: *mut u8,
                 error_capacity: usize,
             ) -> i32 {
@@ -121,7 +124,7 @@ macro_rules! export_host_launch {
                         n_args,
                         dims,
                         shared_mem_bytes,
-                        checked,
+                        flags,
                         error,
                         error_capacity,
                     )

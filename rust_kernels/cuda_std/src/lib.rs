@@ -1,9 +1,9 @@
 //! The device-support crate: the subset of rust-cuda's `cuda_std` API that generated kernels use, for stock rustc.
 //!
 //! Every public function has two implementations selected by target: `device` (nvptx64: PTX special registers,
-//! inline asm) and `host` (an emulator that runs each CTA's threads concurrently, with real barriers, warp
-//! exchanges, per-CTA shared memory and bounds-checked memory access). Generated kernels contain no asm and no
-//! target checks; those live here alone.
+//! inline asm) and `host` (an emulator that runs each CTA's threads concurrently, with real barriers, grid
+//! barriers, warp exchanges, per-CTA shared memory and bounds-checked memory access). Generated kernels contain no
+//! asm and no target checks; those live here alone.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",
@@ -22,6 +22,7 @@ mod export;
 
 pub mod atomic;
 pub mod float;
+pub mod grid;
 mod math;
 pub mod mem;
 pub mod pack;
@@ -47,5 +48,5 @@ pub mod prelude {
     pub use crate::mem::{DevicePtr, StoreAcc};
     pub use crate::pack::{Lanes, Pack, Pack8};
     pub use crate::reduce::{self, MaxSum, Welford};
-    pub use crate::{atomic, pack, row, shared, thread, warp};
+    pub use crate::{atomic, grid, pack, row, shared, thread, warp};
 }

@@ -15,7 +15,9 @@ Where an NCHW channel's data is small, one launch does each direction instead (b
 batch_norm_2d_fused_backward: a CTA per channel, its second read served by L2): half the launches, and no pass over
 DRAM for the second read. channels_last has its own one-launch kernels (batch_norm_2d_fused_forward_channels_last,
 batch_norm_2d_fused_backward_channels_last: a CTA per block of COLS channel units, walking every row), where such a
-block's data is small.
+block's data is small; and persistent ones (batch_norm_2d_persistent_forward_channels_last and _backward_: one
+cooperative launch whose CTAs hold every row in registers across a grid::sync, reading x, or dy and x, once), where
+the whole tensor fits the grid's registers: autotuner candidates where RUST_KERNELS_PERSISTENT is on.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import math
 from functools import cache
 from typing import Any
 
+from rust_kernels.config import settings
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
@@ -42,6 +45,10 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dFusedForwardChannelsLastAct,
     BatchNorm2dNormalize,
     BatchNorm2dNormalizeAct,
+    BatchNorm2dPersistentBackwardChannelsLast,
+    BatchNorm2dPersistentBackwardChannelsLastAct,
+    BatchNorm2dPersistentForwardChannelsLast,
+    BatchNorm2dPersistentForwardChannelsLastAct,
 )
 from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 
@@ -52,7 +59,11 @@ FUSED_COLUMNS = {("forward", False): BatchNorm2dFusedForwardChannelsLast,
                  ("forward", True): BatchNorm2dFusedForwardChannelsLastAct,
                  ("backward", False): BatchNorm2dFusedBackwardChannelsLast,
                  ("backward", True): BatchNorm2dFusedBackwardChannelsLastAct}  # fmt: skip
-ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items())
+PERSISTENT = {("forward", False): BatchNorm2dPersistentForwardChannelsLast,
+              ("forward", True): BatchNorm2dPersistentForwardChannelsLastAct,
+              ("backward", False): BatchNorm2dPersistentBackwardChannelsLast,
+              ("backward", True): BatchNorm2dPersistentBackwardChannelsLastAct}  # fmt: skip
+ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items())
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct,
                    *(k for (which, _), k in ONE_LAUNCH if which == "forward"))  # fmt: skip
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
@@ -101,6 +112,11 @@ SMALL_TENSOR_BYTES = 8 << 20
 # (12-05, the forced tune of 217 small suite shapes, against the rule's two-launch plan): blocks of 8-16 KB were 1.19x
 # faster at the median (worst 1.00x, 60 key-directions), 16-32 KB 1.08x (worst 0.94x, 75), 32-64 KB 0.87x slower.
 SMALL_BLOCK_BYTES = 32 << 10
+# The persistent kernels' rows a thread holds (UNITS): ptxas gives their 256-thread CTAs at bf16 98-118 registers at 2-4
+# (two CTAs an SM) and 184-210 at 8 (one). Their grids at most PERSISTENT_CTAS_PER_SM CTAs an SM: a larger grid may
+# not be resident at once (the GPU launch refuses it, and the autotuner drops the candidate).
+PERSISTENT_UNITS = (2, 4, 8)
+PERSISTENT_CTAS_PER_SM = 2
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
 
@@ -288,6 +304,30 @@ def fused_columns(which: str, shape: common.Shape4, dtype: str, param: str, vect
     return Plan(kernel, (groups // cols, 1, 1), (("COLS", cols),), spaces)
 
 
+def persistent(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, units: int, cols: int,
+               activation: int = 0) -> Plan:  # fmt: skip
+    """The persistent forward or backward (channels_last, one cooperative launch): grid [C / lanes / cols, SPLIT], the
+    fewest slices whose threads hold every row at `units` rows each; partials [SPLIT][C][width] and grid::sync's
+    words as workspaces."""
+    groups, rows = shape[1] // lanes(vectorized, dtype), shape[0] * shape[2] * shape[3]
+    split = -(-rows // (units * (REDUCTION_BLOCK // cols)))
+    kernel = PERSISTENT[which, bool(activation)](REDUCTION_BLOCK, vectorized, units, *_activation(activation),
+                                                 dtype=dtype, param_dtype=param)  # fmt: skip
+    width = 3 if which == "forward" else 2
+    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 2))
+    return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+
+
+def persistent_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int, ctas: int) -> list[tuple[int, int]]:
+    """The persistent kernels' (units, cols) whose grid has at most `ctas` CTAs: each of PERSISTENT_UNITS by each of
+    column_widths (a row of at least 2 values per channel)."""
+    groups, rows = shape[1] // lanes(vectorized, dtype), shape[0] * shape[2] * shape[3]
+    if rows < 2 or groups == 0:
+        return []
+    return [(units, cols) for units in PERSISTENT_UNITS for cols in column_widths(shape, dtype, vectorized, sms)
+            if groups // cols * -(-rows // (units * (REDUCTION_BLOCK // cols))) <= ctas]  # fmt: skip
+
+
 def column_widths(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> list[int]:
     """The one-launch channels_last kernels' widths: powers of two up to the reductions' cols that divide the row's
     units (those kernels' precondition: every thread then has a column)."""
@@ -383,7 +423,7 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
 
 @cache
 def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
-                channels_last: bool, activation: int) -> tuple[Plan, ...]:  # fmt: skip
+                channels_last: bool, activation: int, persistent_on: bool) -> tuple[Plan, ...]:  # fmt: skip
     own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation)
     layouts = [channels_last]
     if shape[2] * shape[3] == 1 and shape[1] > 1:  # NCHW is NHWC then: the channels_last kernels read rows of C
@@ -397,6 +437,9 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     if channels_last:
         out += [fused_columns(which, shape, dtype, param, vectorized, block, cols, activation)
                 for block, cols in column_options(shape, dtype, vectorized, sms, small=True)]  # fmt: skip
+    if channels_last and persistent_on:
+        options = persistent_options(shape, dtype, vectorized, sms, PERSISTENT_CTAS_PER_SM * sms)
+        out += [persistent(which, shape, dtype, param, vectorized, units, cols, activation) for units, cols in options]
     return tuple(dict.fromkeys(out))
 
 
@@ -448,9 +491,11 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     and over groups of channels (rows under GROUP_ROW_BYTES); where H*W = 1, in both memory formats' kernels; the
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
     (channels_last; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size (and for
-    channels_last each block width)."""
+    channels_last each block width); channels_last's persistent kernels where RUST_KERNELS_PERSISTENT is on and the
+    tensor fits their grid."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
-                       placement.sms, problem.order is not None, activation_of(problem))  # fmt: skip
+                       placement.sms, problem.order is not None, activation_of(problem),
+                       settings().persistent)  # fmt: skip
 
 
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:
@@ -480,9 +525,10 @@ def fits(plan: Plan, problem: Problem) -> str | None:
 
 
 def reads_channels_last(kernel: Any) -> bool:
-    """Whether a kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch kernels;
-    the other one-launch kernels and the NCHW eval kernels read NCHW)."""
-    return bool(getattr(kernel, "channels_last", 0)) or isinstance(kernel, tuple(FUSED_COLUMNS.values()))
+    """Whether a kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch or
+    persistent kernels; the other one-launch kernels and the NCHW eval kernels read NCHW)."""
+    nhwc = (*FUSED_COLUMNS.values(), *PERSISTENT.values())
+    return bool(getattr(kernel, "channels_last", 0)) or isinstance(kernel, nhwc)
 
 
 def layout_fits(plan: Plan, problem: Problem) -> str | None:

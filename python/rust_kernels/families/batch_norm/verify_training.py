@@ -68,6 +68,7 @@ SANITIZE_SHAPES = [
 # GPU checks every combination).
 SPLITS = {"cuda": (None, 1, 3, 16), "host": (None, 1, 2)}
 HOST_EVERY_GRID = "f32"
+PERSISTENT_HOST_CTAS = 64  # the emulator's cooperative launches: at most 16384 threads, all at once
 
 
 def packs(shape: tuple[int, ...], dtype: str, channels_last: bool) -> list[int]:
@@ -143,7 +144,8 @@ class _Training(Family):
         divides the rows (training.FLAT), NCHW's reductions over groups of channels where they fit (training.GROUPS);
         the one-launch kernels at each CTA size
         (channels_last: one column of units a CTA and the widest of column_widths; the emulator: one dtype key, the
-        others the smallest; channels_last's the smallest CTA only)."""
+        others the smallest; channels_last's the smallest CTA only); channels_last's persistent kernels at every
+        (units, cols) whose grid is resident (the emulator: one)."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else LISTED_SMS
         every_grid = backend == "cuda" or dtype == HOST_EVERY_GRID
@@ -177,6 +179,14 @@ class _Training(Family):
             # loaded into the test process.
             out += [training.fused_columns(self.which, shape, storage, param, vectorized, block, cols, activation)  # type: ignore[arg-type]
                     for block in (blocks if backend == "cuda" else blocks[:1]) for cols in widths]  # fmt: skip
+            # Grids every CTA of which is resident (on the GPU one an SM; the emulator's limit); the emulator's with
+            # the fewest rows a thread and the widest column block: the most slices to merge.
+            ctas = LISTED_SMS if backend == "cuda" else PERSISTENT_HOST_CTAS
+            options = training.persistent_options(shape, storage, vectorized, sms, ctas)  # type: ignore[arg-type]
+            if backend == "host" and options:
+                options = [max(options, key=lambda option: (-option[0], option[1]))]
+            out += [training.persistent(self.which, shape, storage, param, vectorized, units, cols, activation)  # type: ignore[arg-type]
+                    for units, cols in options]  # fmt: skip
         return out
 
 

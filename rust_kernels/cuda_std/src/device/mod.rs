@@ -3,6 +3,7 @@
 
 pub mod atomic;
 pub mod float;
+pub mod grid;
 pub mod math;
 pub mod mem;
 pub mod shared;

@@ -9,7 +9,12 @@ use std::ptr;
 use std::sync::OnceLock;
 
 /// `rk_host_abi_version()`: bumped on any change of the exported functions or of [`RawArg`].
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
+
+/// `rk_host_launch`'s flags: bounds-check every element access.
+pub const FLAG_CHECKED: u32 = 1;
+/// `rk_host_launch`'s flags: run every CTA at once (`grid::sync`).
+pub const FLAG_COOPERATIVE: u32 = 2;
 
 /// [`RawArg::kind`] of a pointer: `bits` is the address, `bytes` the extent of the buffer behind it.
 pub const KIND_PTR: u32 = 0;
@@ -22,7 +27,7 @@ pub const KIND_F64: u32 = 6;
 
 /// `rk_host_launch` succeeded.
 pub const OK: i32 = 0;
-/// Refused before anything ran: the arguments, the dimensions, the shared-memory size or `checked` do not fit.
+/// Refused before anything ran: the arguments, the dimensions, the shared-memory size or `flags` do not fit.
 pub const INVALID: i32 = 1;
 /// Kernel code failed while running (out-of-bounds or misaligned access, threads that never meet at a barrier, a
 /// panic in kernel code, a thread that could not start). Buffers may be partly written.
@@ -59,13 +64,13 @@ pub unsafe fn launch(
     n_args: usize,
     dims: *const u32,
     shared_mem_bytes: u64,
-    checked: u32,
+    flags: u32,
     error: *mut u8,
     error_capacity: usize,
 ) -> i32 {
     unsafe {
         guarded(error, error_capacity, || {
-            launch_raw(kernel, args, n_args, dims, shared_mem_bytes, checked)
+            launch_raw(kernel, args, n_args, dims, shared_mem_bytes, flags)
         })
     }
 }
@@ -115,7 +120,7 @@ unsafe fn launch_raw(
     n_args: usize,
     dims: *const u32,
     shared_mem_bytes: u64,
-    checked: u32,
+    flags: u32,
 ) -> Result<(), Failure> {
     let name = kernel.name;
     let invalid = |message: String| (INVALID, format!("kernel {name}: {message}"));
@@ -150,16 +155,17 @@ unsafe fn launch_raw(
     let dims = unsafe { std::slice::from_raw_parts(dims, 6) };
     // A size beyond usize is beyond the limit too.
     let shared_mem_bytes = usize::try_from(shared_mem_bytes).unwrap_or(usize::MAX);
-    let checked = match checked {
-        0 => false,
-        1 => true,
-        other => return Err(invalid(format!("checked is {other}; it must be 0 or 1"))),
-    };
+    if flags & !(FLAG_CHECKED | FLAG_COOPERATIVE) != 0 {
+        return Err(invalid(format!(
+            "flags is {flags:#x}; only bits 0 (checked) and 1 (cooperative) may be set"
+        )));
+    }
     let config = LaunchConfig {
         grid: [dims[0], dims[1], dims[2]],
         block: [dims[3], dims[4], dims[5]],
         shared_mem_bytes,
-        checked,
+        checked: flags & FLAG_CHECKED != 0,
+        cooperative: flags & FLAG_COOPERATIVE != 0,
     };
     // SAFETY: the caller vouches for the buffers (`rk_host_launch`'s contract).
     unsafe { launch::launch(kernel, &config, &args) }.map_err(|err| {

@@ -2,8 +2,8 @@
 
 use super::cta::Cta;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// The unwind payload that takes a thread out of a failed CTA. It is raised with `resume_unwind`, which skips the
 /// panic hook: the failure is reported once, as the launch's error, and nothing is printed.
@@ -26,12 +26,30 @@ pub(crate) struct Launch {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub checked: bool,
-    /// The exposed address of the shared-memory buffer, which each CTA reuses in turn.
-    pub shared: usize,
-    /// The pointer arguments, then shared memory.
+    /// Every CTA runs at once (`grid::sync` may be used).
+    pub cooperative: bool,
+    /// Each CTA's dynamic shared memory, in bytes.
+    pub shared_bytes: usize,
+    /// The pointer arguments.
     pub regions: Vec<Region>,
     /// [`cancel_epoch`] when the launch started: the launch is cancelled once the epoch moves on.
     pub epoch: u64,
+    /// The launch's first failure (the one reported), and the grid barrier's state.
+    barrier: Mutex<GridState>,
+    /// Wakes the CTAs waiting in `grid::sync` (OS threads; fibers poll).
+    barrier_cv: Condvar,
+}
+
+#[derive(Default)]
+struct GridState {
+    error: Option<String>,
+    /// CTAs waiting in `grid::sync`.
+    arrived: u32,
+    /// Bumped when every CTA has arrived; the waiting ones leave when it changes.
+    generation: u64,
+    /// CTAs whose threads have all ended, and the first of them.
+    ended: u32,
+    first_ended: Option<[u32; 3]>,
 }
 
 /// Bumped by [`cancel_launches`]. A launch records it when it starts and is interrupted once it differs, so a
@@ -50,6 +68,120 @@ pub(crate) fn cancel_epoch() -> u64 {
 }
 
 impl Launch {
+    pub fn new(
+        kernel: &'static str,
+        [grid, block]: [[u32; 3]; 2],
+        [checked, cooperative]: [bool; 2],
+        shared_bytes: usize,
+        regions: Vec<Region>,
+        epoch: u64,
+    ) -> Launch {
+        Launch {
+            kernel,
+            grid,
+            block,
+            checked,
+            cooperative,
+            shared_bytes,
+            regions,
+            epoch,
+            barrier: Mutex::default(),
+            barrier_cv: Condvar::new(),
+        }
+    }
+
+    fn grid_state(&self) -> MutexGuard<'_, GridState> {
+        self.barrier.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a CTA's failure: the first of the launch is its error. CTAs waiting in `grid::sync` leave.
+    pub fn note_failure(&self, message: &str) {
+        self.grid_state().error.get_or_insert_with(|| message.to_owned());
+        self.barrier_cv.notify_all();
+    }
+
+    /// The launch's first failure, if any.
+    pub fn error(&self) -> Option<String> {
+        self.grid_state().error.clone()
+    }
+
+    /// Every thread of CTA `block_idx` has ended: CTAs waiting in `grid::sync` may now never be released.
+    pub fn cta_ended(&self, block_idx: [u32; 3]) {
+        let mut state = self.grid_state();
+        state.ended += 1;
+        state.first_ended.get_or_insert(block_idx);
+        self.barrier_cv.notify_all();
+    }
+
+    /// Thread 0 of `current`'s CTA in `grid::sync`: waits until every CTA has arrived. Fails the launch where that
+    /// can never happen (a CTA ended without arriving), and leaves where another CTA failed. The last to arrive
+    /// moves the generation word (`words[1]`) on, as on the GPU.
+    pub fn grid_sync(&self, current: &Current, words: *mut u32) {
+        let ctas = self.grid.iter().product::<u32>();
+        let mut state = self.grid_state();
+        state.arrived += 1;
+        if state.arrived == ctas {
+            // SAFETY: `grid::sync`'s caller vouches for the two words (checked launches have bounds-checked them).
+            unsafe { AtomicU32::from_ptr(words.add(1)) }.fetch_add(1, Relaxed);
+            state.arrived = 0;
+            state.generation += 1;
+            self.barrier_cv.notify_all();
+            return;
+        }
+        let generation = state.generation;
+        loop {
+            if state.generation != generation {
+                return;
+            }
+            let message = if state.error.is_some() {
+                Some(format!(
+                    "kernel {}: block {} left grid::sync: another block failed",
+                    self.kernel,
+                    coords(current.cta.block_idx)
+                ))
+            } else if state.ended > 0 && state.arrived + state.ended == ctas {
+                Some(format!(
+                    "kernel {}: grid::sync reached by {} of the {ctas} blocks: block {} ended without it; every \
+                     thread of every block must reach each grid::sync",
+                    self.kernel,
+                    state.arrived,
+                    coords(state.first_ended.unwrap_or_default())
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = message {
+                drop(state);
+                current.fail(message);
+            }
+            state = self.wait_grid(state);
+            if self.cancelled() {
+                drop(state);
+                current.poll_cancel();
+                state = self.grid_state();
+            }
+        }
+    }
+
+    /// Lets the other CTAs run until the caller checks again: the fiber yields.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
+    fn wait_grid<'s>(&'s self, state: MutexGuard<'s, GridState>) -> MutexGuard<'s, GridState> {
+        drop(state);
+        let_others_run();
+        self.grid_state()
+    }
+
+    /// Lets the other CTAs run until the caller checks again: the OS thread sleeps, waking now and then to see a
+    /// cancellation.
+    #[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), rk_emulator_threads))]
+    fn wait_grid<'s>(&'s self, state: MutexGuard<'s, GridState>) -> MutexGuard<'s, GridState> {
+        let timeout = std::time::Duration::from_millis(20);
+        self.barrier_cv
+            .wait_timeout(state, timeout)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+    }
+
     /// Whether [`cancel_launches`] was called since the launch started: one relaxed load, cheap enough for every
     /// element access.
     #[inline(always)]
@@ -112,7 +244,12 @@ impl Current {
             .and_then(|offset| offset.checked_add(addr))
             .and_then(|start| start.checked_add(size));
         let mut home = None;
-        for region in &self.cta.launch.regions {
+        let shared = Region {
+            name: "dynamic shared memory",
+            base: self.cta.shared,
+            len: self.cta.launch.shared_bytes,
+        };
+        for region in self.cta.launch.regions.iter().chain([&shared]) {
             if addr < region.base || addr - region.base > region.len {
                 continue;
             }

@@ -28,6 +28,8 @@ pub(crate) struct LaneInput {
 pub(crate) struct Cta {
     pub launch: Arc<Launch>,
     pub block_idx: [u32; 3],
+    /// The exposed address of its dynamic shared memory.
+    pub shared: usize,
     state: Mutex<State>,
     barrier_cv: Condvar,
     /// One per warp, so a completed warp round wakes only that warp's lanes.
@@ -40,7 +42,6 @@ struct State {
     /// Threads that have not returned from the kernel (or left it on failure).
     live: u32,
     failed: bool,
-    error: Option<String>,
     barrier: Barrier,
     warps: Vec<Warp>,
 }
@@ -151,7 +152,7 @@ impl State {
 }
 
 impl Cta {
-    pub fn new(launch: Arc<Launch>, block_idx: [u32; 3]) -> Cta {
+    pub fn new(launch: Arc<Launch>, block_idx: [u32; 3], shared: usize) -> Cta {
         let threads = launch.block.iter().product::<u32>();
         let warps = threads.div_ceil(32);
         let warp = |w: u32| Warp {
@@ -163,11 +164,11 @@ impl Cta {
         Cta {
             launch,
             block_idx,
+            shared,
             state: Mutex::new(State {
                 threads,
                 live: threads,
                 failed: false,
-                error: None,
                 barrier: Barrier::default(),
                 warps: (0..warps).map(warp).collect(),
             }),
@@ -187,17 +188,12 @@ impl Cta {
     }
 
     fn fail_locked(&self, state: &mut State, message: String) {
-        state.error.get_or_insert(message);
+        self.launch.note_failure(&message);
         state.failed = true;
         self.barrier_cv.notify_all();
         for cv in &self.warp_cvs {
             cv.notify_all();
         }
-    }
-
-    /// The recorded error, once every thread has finished.
-    pub fn take_error(&self) -> Option<String> {
-        self.lock().error.take()
     }
 
     /// A thread has left the kernel (returned, panicked or aborted): it no longer counts for barriers and warp
@@ -214,6 +210,9 @@ impl Cta {
             self.warp_cvs[warp].notify_all();
         }
         self.detect_deadlock(&mut state);
+        if state.live == 0 {
+            self.launch.cta_ended(self.block_idx);
+        }
     }
 
     /// Fails the launch if every live thread has reached the barrier but some of the CTA's threads exited before it:

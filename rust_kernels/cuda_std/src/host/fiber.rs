@@ -1,15 +1,16 @@
 //! A CTA's threads as fibers of the launching OS thread (x86_64 Linux, System V ABI: `switch` swaps stacks in a few
 //! instructions).
 //!
-//! The fibers run in turn, each until it must wait for others (a barrier, a warp rendezvous: `Cta::wait`) or makes
-//! an atomic access (which may be polling for another thread's write), where it yields. Waiting is then a stack
-//! switch rather than an OS thread's sleep and wake-up, and a CTA starts no threads: a CTA of 256 threads summing
-//! through shared memory (9 barriers) took 33-39 ms as OS threads and takes 0.2 ms as fibers, on 2 cores (glibc's
-//! swapcontext, a system call per switch, took 2.5 ms).
+//! The fibers run in turn, each until it must wait for others (a barrier, a warp rendezvous: `Cta::wait`) or makes an
+//! atomic access (which may be polling for another thread's write), where it yields. Waiting is then a stack switch
+//! rather than an OS thread's sleep and wake-up, and a CTA starts no threads: a CTA of 256 threads summing through
+//! shared memory (9 barriers) took 33-39 ms as OS threads and takes 0.2 ms as fibers, on 2 cores (glibc's swapcontext,
+//! a system call per switch, took 2.5 ms).
 //!
-//! The threads of a CTA thus run one at a time between their waits: in thread order in even CTAs and in reverse in
-//! odd ones, so that a read of another thread's write with no barrier between them reads the unwritten value (shared
-//! memory starts as 0xFF bytes) in one CTA or the other, whichever of the two threads writes.
+//! The threads of a CTA thus run one at a time between their waits (the launch lists them in thread order in even CTAs
+//! and in reverse in odd ones, so that a read of another thread's write with no barrier between them reads the
+//! unwritten value (shared memory starts as 0xFF bytes) in one CTA or the other, whichever of the two threads writes).
+//! A cooperative launch runs the fibers of all its CTAs in one scheduler.
 
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -146,9 +147,9 @@ thread_local! {
     static RUNNING: Cell<*mut Scheduler> = const { Cell::new(ptr::null_mut()) };
 }
 
-/// Runs every piece of `work` as a fiber on `stacks` (one each, at least as many) until all have ended: in order, or
-/// in reverse order when `reverse`, each until it yields or ends, round after round.
-pub(super) fn run(stacks: &Stacks, work: Vec<Work<'_>>, reverse: bool) {
+/// Runs every piece of `work` as a fiber on `stacks` (one each, at least as many) until all have ended: in order,
+/// each until it yields or ends, round after round.
+pub(super) fn run(stacks: &Stacks, work: Vec<Work<'_>>) {
     assert!(work.len() <= stacks.count, "more fibers than stacks");
     let mut fibers = Vec::with_capacity(work.len());
     for (i, work) in work.into_iter().enumerate() {
@@ -170,8 +171,7 @@ pub(super) fn run(stacks: &Stacks, work: Vec<Work<'_>>, reverse: bool) {
     let previous = RUNNING.replace(&mut scheduler);
     let mut live = count;
     while live > 0 {
-        for k in 0..count {
-            let i = if reverse { count - 1 - k } else { k };
+        for i in 0..count {
             // SAFETY: `i` indexes `fibers`, which stays in place until `run` returns; only one context runs at a
             // time, so the fiber's fields are not accessed elsewhere meanwhile.
             unsafe {

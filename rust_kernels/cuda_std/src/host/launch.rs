@@ -1,6 +1,7 @@
-//! Launching a kernel on the host: argument checks, then the CTAs one after another, each CTA's threads as fibers of
-//! the calling OS thread (`fiber`, on x86_64 Linux) or as concurrent OS threads (bare POSIX threads: `os_thread`,
-//! elsewhere, and where built with `--cfg rk_emulator_threads`, as the tests do to cover it).
+//! Launching a kernel on the host: argument checks, then the CTAs one after another (all at once in a cooperative
+//! launch), each CTA's threads as fibers of the calling OS thread (`fiber`, on x86_64 Linux) or as concurrent OS
+//! threads (bare POSIX threads: `os_thread`, elsewhere, and where built with `--cfg rk_emulator_threads`, as the tests
+//! do to cover it).
 
 use super::context::{self, coords, Abort, Current, Launch, Region};
 use super::cta::Cta;
@@ -20,6 +21,10 @@ const THREAD_STACK_BYTES: usize = 256 << 10;
 /// The most threads a block may have.
 pub const MAX_THREADS_PER_BLOCK: u64 = 1024;
 
+/// The most threads a cooperative launch may have in all: every one runs at once, on its own stack, and each fiber
+/// stack's guard range splits its mapping (Linux allows about 65 000 per process by default).
+pub const MAX_COOPERATIVE_THREADS: u64 = 16_384;
+
 /// The most dynamic shared memory a launch may ask for, in bytes: 227 KiB, the per-block maximum of the H100 and
 /// H200 (sm_90) once a kernel opts in. [`launch`] refuses more before allocating anything.
 pub const MAX_SHARED_MEM_BYTES: usize = 232_448;
@@ -31,13 +36,15 @@ struct Chunk {
     _bytes: [u8; 16],
 }
 
-/// Launch dimensions, the dynamic shared-memory size, and whether element accesses are bounds-checked.
+/// Launch dimensions, the dynamic shared-memory size, whether element accesses are bounds-checked, and whether every
+/// CTA runs at once (a cooperative launch, which `grid::sync` needs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchConfig {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_mem_bytes: usize,
     pub checked: bool,
+    pub cooperative: bool,
 }
 
 /// A kernel argument; `bytes` is the extent of the buffer behind a pointer (0 for scalars), which checked launches
@@ -99,10 +106,13 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
     let epoch = context::cancel_epoch();
     validate(kernel, config, args)?;
 
-    let mut shared_memory = vec![Chunk { _bytes: [0; 16] }; config.shared_mem_bytes.div_ceil(16)];
-    let shared = shared_memory.as_mut_ptr().cast::<u8>();
+    let ctas = config.grid.iter().product::<u32>() as usize;
+    // A CTA's shared memory: one buffer that each CTA reuses in turn, or one per CTA where they run at once.
+    let buffers = if config.cooperative { ctas } else { 1 };
+    let mut shared_memory = vec![vec![Chunk { _bytes: [0; 16] }; config.shared_mem_bytes.div_ceil(16)]; buffers];
+    let shared: Vec<*mut u8> = shared_memory.iter_mut().map(|b| b.as_mut_ptr().cast::<u8>()).collect();
 
-    let mut regions: Vec<Region> = kernel
+    let regions: Vec<Region> = kernel
         .params
         .iter()
         .zip(args)
@@ -115,51 +125,68 @@ pub unsafe fn launch(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -
             _ => None,
         })
         .collect();
-    regions.push(Region {
-        name: "dynamic shared memory",
-        base: shared.expose_provenance(),
-        len: config.shared_mem_bytes,
-    });
-    let launch = Arc::new(Launch {
-        kernel: kernel.name,
-        grid: config.grid,
-        block: config.block,
-        checked: config.checked,
-        shared: shared.expose_provenance(),
+    let launch = Arc::new(Launch::new(
+        kernel.name,
+        [config.grid, config.block],
+        [config.checked, config.cooperative],
+        config.shared_mem_bytes,
         regions,
         epoch,
-    });
+    ));
     let values: Vec<ArgValue> = args.iter().map(|arg| arg.value).collect();
     let runner = Runner::new(kernel, config)?;
+    let [gx, gy, _] = config.grid;
+    let block_idx = |i: u32| [i % gx, i / gx % gy, i / (gx * gy)];
 
-    let [gx, gy, gz] = config.grid;
-    for z in 0..gz {
-        for y in 0..gy {
-            for x in 0..gx {
-                if launch.cancelled() {
-                    return Err(LaunchError {
-                        kind: LaunchErrorKind::Interrupted,
-                        message: launch.interrupted_message(),
-                    });
-                }
-                // Unwritten shared memory reads as all-ones bits: NaN for floats, as uninitialised data should.
-                // SAFETY: the buffer holds `shared_mem_bytes` bytes, and the previous CTA's threads have all ended.
-                unsafe { shared.write_bytes(0xFF, config.shared_mem_bytes) };
-                let cta = Arc::new(Cta::new(Arc::clone(&launch), [x, y, z]));
-                runner.run_cta(kernel, &cta, &values, (x + y + z) % 2 == 1);
-                if let Some(message) = cta.take_error() {
-                    // A cancelled launch's threads may also have failed otherwise; the first failure is reported.
-                    let kind = if message == launch.interrupted_message() {
-                        LaunchErrorKind::Interrupted
-                    } else {
-                        LaunchErrorKind::Failed
-                    };
-                    return Err(LaunchError { kind, message });
-                }
+    if config.cooperative {
+        for &buffer in &shared {
+            // SAFETY: each buffer holds `shared_mem_bytes` bytes; no thread runs yet.
+            unsafe { buffer.write_bytes(0xFF, config.shared_mem_bytes) };
+        }
+        let ctas: Vec<Arc<Cta>> = (0..ctas as u32)
+            .map(|i| {
+                Arc::new(Cta::new(
+                    Arc::clone(&launch),
+                    block_idx(i),
+                    shared[i as usize].expose_provenance(),
+                ))
+            })
+            .collect();
+        runner.run_grid(kernel, &ctas, &values);
+    } else {
+        for i in 0..ctas as u32 {
+            if launch.cancelled() {
+                return Err(LaunchError {
+                    kind: LaunchErrorKind::Interrupted,
+                    message: launch.interrupted_message(),
+                });
+            }
+            // Unwritten shared memory reads as all-ones bits: NaN for floats, as uninitialised data should.
+            // SAFETY: the buffer holds `shared_mem_bytes` bytes, and the previous CTA's threads have all ended.
+            unsafe { shared[0].write_bytes(0xFF, config.shared_mem_bytes) };
+            let cta = Arc::new(Cta::new(
+                Arc::clone(&launch),
+                block_idx(i),
+                shared[0].expose_provenance(),
+            ));
+            runner.run_grid(kernel, &[cta], &values);
+            if launch.error().is_some() {
+                break;
             }
         }
     }
-    Ok(())
+    match launch.error() {
+        None => Ok(()),
+        // A cancelled launch's threads may also have failed otherwise; the first failure is reported.
+        Some(message) => {
+            let kind = if message == launch.interrupted_message() {
+                LaunchErrorKind::Interrupted
+            } else {
+                LaunchErrorKind::Failed
+            };
+            Err(LaunchError { kind, message })
+        }
+    }
 }
 
 fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<(), LaunchError> {
@@ -198,6 +225,15 @@ fn validate(kernel: &HostKernel, config: &LaunchConfig, args: &[Arg]) -> Result<
             coords(config.block)
         ));
     }
+    let total = threads * config.grid.iter().map(|&d| u64::from(d)).product::<u64>();
+    if config.cooperative && total > MAX_COOPERATIVE_THREADS {
+        return fail(format!(
+            "kernel {name}: a cooperative launch of grid {} and block {} has {total} threads; the emulator runs \
+             at most {MAX_COOPERATIVE_THREADS} at once",
+            coords(config.grid),
+            coords(config.block)
+        ));
+    }
     if config.shared_mem_bytes > MAX_SHARED_MEM_BYTES {
         return fail(format!(
             "kernel {name}: {} bytes of dynamic shared memory requested; a block has at most {MAX_SHARED_MEM_BYTES} \
@@ -215,7 +251,10 @@ struct Runner(fiber::Stacks);
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(rk_emulator_threads)))]
 impl Runner {
     fn new(kernel: &HostKernel, config: &LaunchConfig) -> Result<Runner, LaunchError> {
-        let threads = config.block.iter().product::<u32>() as usize;
+        let mut threads = config.block.iter().product::<u32>() as usize;
+        if config.cooperative {
+            threads *= config.grid.iter().product::<u32>() as usize;
+        }
         fiber::Stacks::new(threads, THREAD_STACK_BYTES)
             .map(Runner)
             .map_err(|err| LaunchError {
@@ -224,18 +263,24 @@ impl Runner {
             })
     }
 
-    /// Runs every thread of one CTA to its end; `reverse`: starting from the last (see `fiber`).
-    fn run_cta(&self, kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue], reverse: bool) {
-        let [bx, by, bz] = cta.launch.block;
-        let work = (0..bx * by * bz).map(|linear| {
-            let current = Current {
-                cta: Arc::clone(cta),
-                thread: [linear % bx, linear / bx % by, linear / (bx * by)],
-                linear,
-            };
-            Box::new(move || run_thread(kernel, current, values)) as fiber::Work<'_>
+    /// Runs every thread of `ctas` to its end, as fibers taking turns: each CTA's in thread order, or from the last
+    /// in odd CTAs (see `fiber`).
+    fn run_grid(&self, kernel: &HostKernel, ctas: &[Arc<Cta>], values: &[ArgValue]) {
+        let [bx, by, bz] = ctas[0].launch.block;
+        let threads = bx * by * bz;
+        let work = ctas.iter().flat_map(|cta| {
+            let odd = cta.block_idx.iter().sum::<u32>() % 2 == 1;
+            (0..threads).map(move |k| {
+                let linear = if odd { threads - 1 - k } else { k };
+                let current = Current {
+                    cta: Arc::clone(cta),
+                    thread: [linear % bx, linear / bx % by, linear / (bx * by)],
+                    linear,
+                };
+                Box::new(move || run_thread(kernel, current, values)) as fiber::Work<'_>
+            })
         });
-        fiber::run(&self.0, work.collect(), reverse);
+        fiber::run(&self.0, work.collect());
     }
 }
 
@@ -249,11 +294,14 @@ impl Runner {
         Ok(Runner)
     }
 
-    /// Runs every thread of one CTA to its end (all at once: the order is the OS's).
-    fn run_cta(&self, kernel: &HostKernel, cta: &Arc<Cta>, values: &[ArgValue], _: bool) {
-        let [bx, by, bz] = cta.launch.block;
+    /// Runs every thread of `ctas` to its end (all at once: the order is the OS's).
+    fn run_grid(&self, kernel: &HostKernel, ctas: &[Arc<Cta>], values: &[ArgValue]) {
+        let [bx, by, bz] = ctas[0].launch.block;
         os_thread::scope(|scope| {
-            for linear in 0..bx * by * bz {
+            for (cta, linear) in ctas
+                .iter()
+                .flat_map(|cta| (0..bx * by * bz).map(move |linear| (cta, linear)))
+            {
                 if cta.launch.cancelled() {
                     // Starting the remaining threads would only delay the end: they would leave at once.
                     cta.fail(cta.launch.interrupted_message());

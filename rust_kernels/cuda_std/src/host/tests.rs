@@ -36,6 +36,7 @@ fn config(grid: [u32; 3], block: [u32; 3], shared_mem_bytes: usize) -> LaunchCon
         block,
         shared_mem_bytes,
         checked: true,
+        cooperative: false,
     }
 }
 
@@ -1182,7 +1183,7 @@ const SAXPY_DIMS: [u32; 6] = [4, 1, 1, 32, 1, 1];
 #[test]
 fn c_abi_launches_and_describes_the_kernel() {
     unsafe {
-        assert_eq!(rk_host_abi_version(), 1);
+        assert_eq!(rk_host_abi_version(), 2);
         assert_eq!(rk_host_max_shared_mem_bytes(), 232_448);
         assert_eq!(c_str(rk_host_kernel_name()), Some("abi_saxpy"));
         assert_eq!(rk_host_param_count(), 5);
@@ -1358,7 +1359,12 @@ fn c_abi_refuses_bad_launches() {
              space"
                 .into(),
         ),
-        (good.to_vec(), SAXPY_DIMS, 2, "kernel abi_saxpy: checked is 2; it must be 0 or 1".into()),
+        (
+            good.to_vec(),
+            SAXPY_DIMS,
+            4,
+            "kernel abi_saxpy: flags is 0x4; only bits 0 (checked) and 1 (cooperative) may be set".into(),
+        ),
         (
             good.to_vec(),
             [4, 0, 1, 32, 1, 1],
@@ -1828,4 +1834,135 @@ fn a_grid_stride_loop_visits_every_element_once() {
         launch(&grid_stride_fill__HOST, &config([2, 1, 1], [32, 1, 1], 0), &args).unwrap();
         assert!(out.iter().enumerate().all(|(i, &v)| v == i as u32 + 1), "n = {n}");
     }
+}
+
+fn cooperative(grid: [u32; 3], block: [u32; 3]) -> LaunchConfig {
+    LaunchConfig {
+        cooperative: true,
+        ..config(grid, block, 64)
+    }
+}
+
+/// Each CTA writes its own slot and its shared memory, waits at grid::sync three times (the same two words each
+/// time), and reads every other CTA's slot between: ordered in CTA order by the barrier, not by the schedule.
+#[kernel]
+unsafe fn grid_rounds(slots: *mut u32, seen: *mut u32, state: *mut u32) {
+    let ctas = grid_dim_x() as usize;
+    let (block, tid) = (block_idx_x() as usize, thread_idx_x() as usize);
+    let shared = crate::shared::dynamic_shared_mem::<u32>();
+    unsafe {
+        if tid == 0 {
+            shared.store(0, block as u32);
+        }
+        for round in 0..3u32 {
+            if tid == 0 {
+                slots.store(block, round * 100 + block as u32);
+            }
+            crate::grid::sync(state);
+            let mut sum = 0;
+            for b in 0..ctas {
+                sum += slots.load(b);
+            }
+            seen.store(
+                (round as usize * ctas + block) * block_dim_x() as usize + tid,
+                sum + shared.load(0),
+            );
+            crate::grid::sync(state);
+        }
+    }
+}
+
+#[test]
+fn grid_sync_orders_every_cta() {
+    let (ctas, threads) = (5usize, 40usize);
+    let mut slots = vec![u32::MAX; ctas];
+    let mut seen = vec![u32::MAX; 3 * ctas * threads];
+    let mut state = [0u32; 2];
+    let args = [buffer(&mut slots), buffer(&mut seen), buffer(&mut state)];
+    for _ in 0..2 {
+        launch(
+            &grid_rounds__HOST,
+            &cooperative([ctas as u32, 1, 1], [threads as u32, 1, 1]),
+            &args,
+        )
+        .unwrap();
+        for (i, &v) in seen.iter().enumerate() {
+            let (round, block) = (i / (ctas * threads), i / threads % ctas);
+            let sum = (0..ctas as u32).map(|b| round as u32 * 100 + b).sum::<u32>();
+            assert_eq!(v, sum + block as u32, "round {round} block {block}");
+        }
+        assert_eq!(state[0], 0, "the count is left at zero for the next launch");
+        assert_eq!(state[1] % 6, 0, "the generation moves on once per grid::sync");
+    }
+}
+
+/// grid::sync with no other work: for the failures below.
+unsafe fn grid_sync_only(args: &[ArgValue]) {
+    unsafe { crate::grid::sync(<*mut u32>::from_arg(&args[0])) };
+}
+
+/// Block 1 returns without reaching grid::sync.
+unsafe fn grid_sync_but_block_1(args: &[ArgValue]) {
+    if block_idx_x() != 1 {
+        unsafe { crate::grid::sync(<*mut u32>::from_arg(&args[0])) };
+    }
+}
+
+/// Block 2's thread 5 reads out of bounds while the others wait at grid::sync.
+unsafe fn grid_sync_after_a_fault(args: &[ArgValue]) {
+    let state = <*mut u32>::from_arg(&args[0]);
+    if block_idx_x() == 2 && thread_idx_x() == 5 {
+        unsafe { state.load(7) };
+    }
+    unsafe { crate::grid::sync(state) };
+}
+
+const STATE: &[Param] = &[Param {
+    name: "state",
+    ty: "*mut u32",
+}];
+
+#[test]
+fn grid_sync_failures_are_named() {
+    let kernel = |name, call| HostKernel {
+        name,
+        params: STATE,
+        call,
+    };
+    let mut state = [0u32; 2];
+    let args = [buffer(&mut state)];
+    let plain = kernel("plain", grid_sync_only);
+    assert_eq!(
+        launch_error(&plain, &config([2, 1, 1], [32, 1, 1], 0), &args),
+        "kernel plain: grid::sync in a launch that is not cooperative: its blocks run one after another, so block \
+         (0,0,0) would wait forever (a kernel that syncs its grid needs `cooperative = true` in its spec)"
+    );
+    let early = kernel("early", grid_sync_but_block_1);
+    assert_eq!(
+        launch_error(&early, &cooperative([3, 1, 1], [32, 1, 1]), &args),
+        "kernel early: grid::sync reached by 2 of the 3 blocks: block (1,0,0) ended without it; every thread of \
+         every block must reach each grid::sync"
+    );
+    let fault = kernel("fault", grid_sync_after_a_fault);
+    let message = launch_error(&fault, &cooperative([4, 1, 1], [32, 1, 1]), &args);
+    assert_eq!(
+        message,
+        "kernel fault: out-of-bounds read from state at element 7 (state has 2 elements) in block (2,0,0) thread \
+         (5,0,0)"
+    );
+    let mut short = [0u32; 1];
+    // Every thread checks the words; which one fails first is the schedule's (OS threads').
+    let message = launch_error(&plain, &cooperative([2, 1, 1], [32, 1, 1]), &[buffer(&mut short)]);
+    assert!(
+        message.starts_with("kernel plain: out-of-bounds read from state at element 1 (state has 1 elements) in block"),
+        "{message}"
+    );
+    let error = launch(&plain, &cooperative([17, 1, 1], [1024, 1, 1]), &args).unwrap_err();
+    assert_eq!(error.kind(), LaunchErrorKind::Invalid);
+    assert_eq!(
+        error.message(),
+        "kernel plain: a cooperative launch of grid (17,1,1) and block (1024,1,1) has 17408 threads; the emulator \
+         runs at most 16384 at once"
+    );
+    launch(&plain, &cooperative([16, 1, 1], [1024, 1, 1]), &args).unwrap();
 }
