@@ -46,6 +46,28 @@ def test_calls_the_driver_entry_with_the_prepared_arguments_in_the_kernels_conte
     assert callback  # kept alive to here
 
 
+COOPERATIVE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def test_a_cooperative_launch_calls_cuLaunchCooperativeKernels_signature(driver):
+    """With `cooperative`, the entry is cuLaunchCooperativeKernel's: the same arguments but no `extra`."""
+    seen: list = []
+
+    def cu_launch_cooperative_kernel(function, gx, gy, gz, bx, by, bz, shared, stream, params):
+        seen.append((function, (gx, gy, gz, bx, by, bz, shared), stream, params, driver.current))
+        return 0
+
+    callback = COOPERATIVE(cu_launch_cooperative_kernel)
+    entry = ctypes.cast(callback, ctypes.c_void_p).value
+    params = (ctypes.c_void_p * 2)()
+    address = ctypes.addressof(params)
+    launch = _host.CudaLaunch(entry, driver.context(CONTEXT), 0x77, (8, 2, 1, 256, 1, 1, 64), 5, address, params, print,
+                              True)  # fmt: skip
+    launch()
+    driver.set_current(0)
+    assert seen == [(0x77, (8, 2, 1, 256, 1, 1, 64), 5, address, CONTEXT)]
+
+
 def test_a_failed_launch_raises_through_on_error(driver):
     seen: list = []
     callback, entry = stand_in(driver, 700, seen)

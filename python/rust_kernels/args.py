@@ -162,7 +162,7 @@ def check_requirements(kernel: Kernel, values: Sequence[int | float]) -> None:
             raise ArgumentError(f"{kernel.id}: {requirement.message} (requires {requirement.check})")
 
 
-def _dim3(name: str, value: Any) -> tuple[int, int, int]:
+def dim3(name: str, value: Any) -> tuple[int, int, int]:
     if isinstance(value, int | np.integer) and not isinstance(value, bool):
         dims: tuple = (value,)
     elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
@@ -197,7 +197,7 @@ def launch_config(
     max_shared: int = MAX_SHARED_MEM_BYTES,
 ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     """Checks grid, block and shared memory against the kernel's spec; returns them normalised."""
-    grid3, block3 = _dim3("grid", grid), _dim3("block", block)
+    grid3, block3 = dim3("grid", grid), dim3("block", block)
     if block3 != kernel.block_dim:
         raise ArgumentError(f"block: {kernel.id} is written for a CTA of {kernel.block_dim}, got {block3}")
     expected = kernel.grid_dim({name: packed[i].value for name, i in _scalar_positions(kernel)})

@@ -48,9 +48,9 @@ class CudaKernel:
             self.function = driver.check(cu.cuModuleGetFunction(self.module, name.encode()), f"resolving {name}")
         self._shared_limit = DEFAULT_SHARED_LIMIT
         self.max_shared = driver.max_shared_per_block(device)
-        # the extension's CheckedLaunch (None where it is not built, and for cooperative kernels, which launch through
-        # cuLaunchCooperativeKernel); the ops' fast paths (rust_kernels.calls) keep it
-        self.checked = None if kernel.spec.cooperative else _checked_launch(self)
+        # the extension's CheckedLaunch (None where it is not built); the ops' fast paths (rust_kernels.calls) keep it
+        self.checked = _checked_launch(self)
+        self._resident: dict[tuple[int, int], int] = {}  # a cooperative kernel's CTAs an SM, per (threads, shared)
 
     def _allow_shared(self, nbytes: int) -> None:
         cu = driver.driver_module()
@@ -82,11 +82,14 @@ class CudaKernel:
         """A cooperative launch's CTAs must all be resident at once (grid::sync waits for every one): refuses a grid
         larger than the device's SMs hold of this kernel (its registers, block and shared memory), before the driver
         would."""
-        cu = driver.driver_module()
         threads, ctas = block[0] * block[1] * block[2], grid[0] * grid[1] * grid[2]
-        with driver.current(self.device):
-            per_sm = driver.check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function, threads, shared),
-                                  f"occupancy of {self.kernel.id}")  # fmt: skip
+        per_sm = self._resident.get((threads, shared))
+        if per_sm is None:
+            cu = driver.driver_module()
+            with driver.current(self.device):
+                per_sm = driver.check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function, threads, shared),
+                                      f"occupancy of {self.kernel.id}")  # fmt: skip
+            self._resident[threads, shared] = per_sm
         sms = driver.multiprocessor_count(self.device)
         if ctas > per_sm * sms:
             raise ArgumentError(
@@ -101,6 +104,9 @@ class CudaKernel:
         if self.checked is None:
             self.prepare(grid, block, args, shared_mem, stream)()
             return
+        if self.kernel.spec.cooperative:
+            shared = self.kernel.shared_mem_bytes if shared_mem is None else shared_mem
+            self._check_resident(kargs.dim3("grid", grid), kargs.dim3("block", block), shared)
         if stream is None:
             stream = driver.current_stream(self.device, args[0] if isinstance(args, list | tuple) and args else None)
         self.checked(grid, block, args, shared_mem, stream)
@@ -120,7 +126,7 @@ def _checked_launch(loaded: CudaKernel) -> Any:
     grid = [0 if d == FREE else d if isinstance(d, int) else -(1 + names.index(d)) for d in kernel.spec.grid]
     torch = sys.modules.get("torch")
     return CheckedLaunch(
-        entry=ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value,
+        entry=ctypes.cast(_cu_launch_kernel(kernel.spec.cooperative), ctypes.c_void_p).value,
         context=driver.context_entries(loaded.device),
         function=int(loaded.function),
         name=kernel.name,
@@ -144,6 +150,7 @@ def _checked_launch(loaded: CudaKernel) -> Any:
         allowed_shared=DEFAULT_SHARED_LIMIT,
         allow_shared=loaded._allow_shared,
         precheck=partial(kargs.check_requirements, kernel) if kernel.spec.requires else None,
+        cooperative=kernel.spec.cooperative,
     )
 
 
@@ -185,19 +192,20 @@ def _prepared(
     stream: int,
     packed: list[kargs.Packed],
 ) -> Callable[[], None]:
-    """A callable that enqueues the launch: the extension's CudaLaunch where it is built, else ctypes (and ctypes'
-    cuLaunchCooperativeKernel for a cooperative kernel)."""
+    """A callable that enqueues the launch (through cuLaunchCooperativeKernel for a cooperative kernel): the
+    extension's CudaLaunch where it is built, else ctypes."""
     values = [_ctype(p.type)(p.value) for p in packed]  # the driver reads these at each launch
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
     on_error = partial(_launch_failed, loaded.kernel.id)
     cooperative = loaded.kernel.spec.cooperative
-    native = None if cooperative else _native_launch()
+    native = _native_launch()
     if native is not None:
-        entry = ctypes.cast(_cu_launch_kernel(), ctypes.c_void_p).value
+        entry = ctypes.cast(_cu_launch_kernel(cooperative), ctypes.c_void_p).value
         dims = (*grid, *block, shared)
         context = driver.context_entries(loaded.device)
         keep = (values, params)
-        return native(entry, context, int(loaded.function), dims, stream, ctypes.addressof(params), keep, on_error)
+        return native(entry, context, int(loaded.function), dims, stream, ctypes.addressof(params), keep, on_error,
+                      cooperative)  # fmt: skip
     handle = ctypes.c_void_p(int(loaded.function))
     dims = [ctypes.c_uint(d) for d in (*grid, *block, shared)]
     arguments = (handle, *dims, ctypes.c_void_p(stream), ctypes.cast(params, ctypes.c_void_p))

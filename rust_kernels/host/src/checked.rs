@@ -11,7 +11,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{enqueue, Context, LaunchKernel};
+use crate::{enqueue, Context, Launcher};
 
 /// Parameters packed on the stack; kernels with more take one heap allocation per call.
 const INLINE: usize = 32;
@@ -220,7 +220,8 @@ pub(crate) fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]
 ///
 /// ```text
 /// CheckedLaunch(*,
-///     entry: int,            # address of the driver's cuLaunchKernel (ctypes.cast(fn, c_void_p).value)
+///     entry: int,            # address of the driver's cuLaunchKernel (ctypes.cast(fn, c_void_p).value), or of
+///                            #   cuLaunchCooperativeKernel with cooperative=True
 ///     context: tuple[int, int, int, int],  # addresses of cuCtxGetCurrent, cuCtxPushCurrent, cuCtxPopCurrent and
 ///                            #   the device's primary CUcontext: launches run in it (pushed where another is current)
 ///     function: int,         # the CUfunction
@@ -252,8 +253,11 @@ pub(crate) fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]
 ///     allow_shared: Callable[[int], None] | None = None,  # opts the function in to more: called (after every
 ///                                                         #   check, before the launch) when shared_mem >
 ///                                                         #   allowed_shared, which then becomes shared_mem
-///     precheck: Callable[[list], None] | None = None)  # the spec's launch preconditions: called after every other
+///     precheck: Callable[[list], None] | None = None,  # the spec's launch preconditions: called after every other
 ///                                                      #   check with the packed values (pointers as addresses)
+///     cooperative: bool = False)   # a cooperative kernel (every CTA resident at once): entry is then
+///                                  #   cuLaunchCooperativeKernel (rust_kernels.cuda refuses a grid the device
+///                                  #   cannot hold at once before calling)
 /// ```
 ///
 /// Call: `launch(grid, block, args, shared_mem=None, stream=None)` -- the signature of `CudaKernel.launch`.
@@ -268,12 +272,13 @@ pub(crate) fn with_buffer<T: Copy, R>(n: usize, fill: T, f: impl FnOnce(&mut [T]
 /// whose type is (a subclass of) `tensor_type` is taken as a tensor without the `hasattr(data_ptr)`,
 /// `hasattr(is_contiguous)` probes, which still decide for every other object.
 ///
-/// Safety contract: `entry` must be the address of a function with cuLaunchKernel's signature, `context` the
+/// Safety contract: `entry` must be the address of the driver's cuLaunchKernel (cuLaunchCooperativeKernel where
+/// `cooperative`), `context` the
 /// addresses of the driver's context functions named there and a context that stays alive, and `function` a
 /// CUfunction of that context that stays loaded while this object lives.
 #[pyclass(frozen, module = "rust_kernels._host")]
 pub struct CheckedLaunch {
-    launch: LaunchKernel,
+    launch: Launcher,
     context: Context,
     function: usize,
     name: String,
@@ -839,7 +844,7 @@ impl CheckedLaunch {
     #[pyo3(signature = (
         *, entry, context, function, name, kernel_id, arg_names, schema, grid, block, min_shared, max_shared, device,
         element_sizes, elements, typestrs, tensor_type, argument_error, argument_type_error, pointer_device, on_error,
-        stream_handle = None, allowed_shared = None, allow_shared = None, precheck = None
+        stream_handle = None, allowed_shared = None, allow_shared = None, precheck = None, cooperative = false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -868,6 +873,7 @@ impl CheckedLaunch {
         allowed_shared: Option<u32>,
         allow_shared: Option<PyObject>,
         precheck: Option<PyObject>,
+        cooperative: bool,
     ) -> PyResult<Self> {
         let bad = |message: String| PyValueError::new_err(format!("CheckedLaunch: {message}"));
         if entry == 0 || function == 0 {
@@ -938,8 +944,9 @@ impl CheckedLaunch {
                 .ok_or_else(|| bad(format!("block entry {d}")))?;
         }
         let this = Self {
-            // SAFETY: the caller passes the address of cuLaunchKernel (the constructor's contract).
-            launch: unsafe { std::mem::transmute::<*const c_void, LaunchKernel>(entry as *const c_void) },
+            // SAFETY: the caller passes the address of cuLaunchKernel, or of cuLaunchCooperativeKernel with
+            // `cooperative` (the constructor's contract).
+            launch: unsafe { Launcher::new(entry, cooperative) },
             context: Context::new(context)?,
             function,
             count_message: format!(

@@ -1,5 +1,6 @@
 //! `rust_kernels._host`, the package's native extension: `CheckedLaunch`, a checked GPU launch in one native call,
-//! `CudaLaunch`, a prepared one, and `FastCalls`, the ops' fast path. (Kernels run in the host emulator from libraries built per kernel instance: see rust_kernels.host.)
+//! `CudaLaunch`, a prepared one, and `FastCalls`, the ops' fast path (cooperative kernels through
+//! `cuLaunchCooperativeKernel`). (Kernels run in the host emulator from libraries built per kernel instance: see rust_kernels.host.)
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -11,6 +12,32 @@ mod fast;
 /// The driver's `cuLaunchKernel`.
 type LaunchKernel =
     unsafe extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void, *mut *mut c_void) -> i32;
+/// The driver's `cuLaunchCooperativeKernel` (every CTA resident at once, for `grid::sync`): no `extra` argument.
+type LaunchCooperativeKernel =
+    unsafe extern "C" fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void) -> i32;
+
+/// How a kernel is launched: `cuLaunchKernel`, or `cuLaunchCooperativeKernel` for a cooperative kernel.
+#[derive(Clone, Copy)]
+enum Launcher {
+    Plain(LaunchKernel),
+    Cooperative(LaunchCooperativeKernel),
+}
+
+impl Launcher {
+    /// # Safety
+    /// `entry` is the address of the driver's cuLaunchCooperativeKernel where `cooperative`, else of cuLaunchKernel.
+    unsafe fn new(entry: usize, cooperative: bool) -> Self {
+        let entry = entry as *const c_void;
+        // SAFETY: the caller's contract: a function of that signature.
+        unsafe {
+            if cooperative {
+                Self::Cooperative(std::mem::transmute::<*const c_void, LaunchCooperativeKernel>(entry))
+            } else {
+                Self::Plain(std::mem::transmute::<*const c_void, LaunchKernel>(entry))
+            }
+        }
+    }
+}
 
 /// The driver's `cuCtxGetCurrent` and `cuCtxPopCurrent` (which write a CUcontext), and `cuCtxPushCurrent`.
 type ContextOut = unsafe extern "C" fn(*mut usize) -> i32;
@@ -79,16 +106,17 @@ impl Context {
     }
 }
 
-/// Calls `launch` (cuLaunchKernel) for `function` with `dims` (grid x, y, z, block x, y, z, dynamic shared memory
-/// bytes) on `stream`, in `context`. A nonzero CUresult goes to `on_error`, which raises the package's LaunchError.
+/// Calls `launch` (cuLaunchKernel or cuLaunchCooperativeKernel) for `function` with `dims` (grid x, y, z, block x, y,
+/// z, dynamic shared memory bytes) on `stream`, in `context`. A nonzero CUresult goes to `on_error`, which raises the
+/// package's LaunchError.
 ///
 /// # Safety
-/// `launch` is cuLaunchKernel, `function` a CUfunction of `context`, and `params` points at one live pointer per
-/// kernel parameter for the duration of the call (the driver copies the values).
+/// `launch` holds the driver's function, `function` a CUfunction of `context`, and `params` points at one live
+/// pointer per kernel parameter for the duration of the call (the driver copies the values).
 #[allow(clippy::too_many_arguments)]
 unsafe fn enqueue(
     py: Python<'_>,
-    launch: LaunchKernel,
+    launch: Launcher,
     function: usize,
     dims: [u32; 7],
     stream: usize,
@@ -99,8 +127,8 @@ unsafe fn enqueue(
     let [gx, gy, gz, bx, by, bz, shared] = dims;
     // SAFETY: the caller's contract.
     let code = unsafe {
-        context.within(|| {
-            launch(
+        context.within(|| match launch {
+            Launcher::Plain(f) => f(
                 function,
                 gx,
                 gy,
@@ -112,7 +140,8 @@ unsafe fn enqueue(
                 stream,
                 params,
                 std::ptr::null_mut(),
-            )
+            ),
+            Launcher::Cooperative(f) => f(function, gx, gy, gz, bx, by, bz, shared, stream, params),
         })
     };
     if code != 0 {
@@ -125,7 +154,7 @@ unsafe fn enqueue(
 /// argument conversion, which is what makes a prepared launch cheaper than ctypes or cuda.core.
 #[pyclass(frozen)]
 struct CudaLaunch {
-    launch: LaunchKernel,
+    launch: Launcher,
     context: Context,
     function: usize,
     dims: [u32; 7],
@@ -139,11 +168,12 @@ struct CudaLaunch {
 
 #[pymethods]
 impl CudaLaunch {
-    /// `entry` is the address of the driver's cuLaunchKernel, `context` (cuCtxGetCurrent, cuCtxPushCurrent,
-    /// cuCtxPopCurrent, the device's primary CUcontext) the addresses and context a launch runs in, `function` a
-    /// CUfunction of that context, `dims` grid x, y, z, block x, y, z and the dynamic shared-memory bytes, and
-    /// `params` the address of the kernel's parameter array inside `keep`.
+    /// `entry` is the address of the driver's cuLaunchKernel (cuLaunchCooperativeKernel where `cooperative`),
+    /// `context` (cuCtxGetCurrent, cuCtxPushCurrent, cuCtxPopCurrent, the device's primary CUcontext) the addresses
+    /// and context a launch runs in, `function` a CUfunction of that context, `dims` grid x, y, z, block x, y, z and
+    /// the dynamic shared-memory bytes, and `params` the address of the kernel's parameter array inside `keep`.
     #[new]
+    #[pyo3(signature = (entry, context, function, dims, stream, params, keep, on_error, cooperative = false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         entry: usize,
@@ -154,14 +184,16 @@ impl CudaLaunch {
         params: usize,
         keep: PyObject,
         on_error: PyObject,
+        cooperative: bool,
     ) -> PyResult<Self> {
         if entry == 0 || function == 0 || params == 0 {
             return Err(PyTypeError::new_err(
                 "CudaLaunch needs non-null entry, function and params",
             ));
         }
-        // SAFETY: rust_kernels.cuda passes the address ctypes resolved for libcuda's cuLaunchKernel.
-        let launch = unsafe { std::mem::transmute::<*const c_void, LaunchKernel>(entry as *const c_void) };
+        // SAFETY: rust_kernels.cuda passes the address ctypes resolved for libcuda's cuLaunchKernel, or
+        // cuLaunchCooperativeKernel with `cooperative`.
+        let launch = unsafe { Launcher::new(entry, cooperative) };
         Ok(Self {
             launch,
             context: Context::new(context)?,
