@@ -309,13 +309,18 @@ def persistent(which: str, shape: common.Shape4, dtype: str, param: str, vectori
     """The persistent forward or backward (channels_last, one cooperative launch): grid [C / lanes / cols, SPLIT], the
     fewest slices whose threads hold every row at `units` rows each; partials [SPLIT][C][width] and grid::sync's
     words as workspaces."""
-    groups, rows = shape[1] // lanes(vectorized, dtype), shape[0] * shape[2] * shape[3]
-    split = -(-rows // (units * (REDUCTION_BLOCK // cols)))
+    split = persistent_split(shape, units, cols)
+    groups = shape[1] // lanes(vectorized, dtype)
     kernel = PERSISTENT[which, bool(activation)](REDUCTION_BLOCK, vectorized, units, *_activation(activation),
                                                  dtype=dtype, param_dtype=param)  # fmt: skip
     width = 3 if which == "forward" else 2
     spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 2))
     return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+
+
+def persistent_split(shape: common.Shape4, units: int, cols: int) -> int:
+    """The persistent kernels' fewest slices whose threads hold every row, `units` rows each."""
+    return -(-shape[0] * shape[2] * shape[3] // (units * (REDUCTION_BLOCK // cols)))
 
 
 def persistent_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int, ctas: int) -> list[tuple[int, int]]:
@@ -325,7 +330,7 @@ def persistent_options(shape: common.Shape4, dtype: str, vectorized: int, sms: i
     if rows < 2 or groups == 0:
         return []
     return [(units, cols) for units in PERSISTENT_UNITS for cols in column_widths(shape, dtype, vectorized, sms)
-            if groups // cols * -(-rows // (units * (REDUCTION_BLOCK // cols))) <= ctas]  # fmt: skip
+            if groups // cols * persistent_split(shape, units, cols) <= ctas]  # fmt: skip
 
 
 def column_widths(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> list[int]:
