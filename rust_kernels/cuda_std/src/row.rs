@@ -139,8 +139,85 @@ pub unsafe fn map_with<D: Float, const K: usize>(
 /// [`Tile::load`] returns `None` when the row does not fit: more than `E / LANES` packs per thread, or more scalar
 /// elements on a side than threads (a row whose start is not aligned to its element is all scalars). The kernel
 /// then streams the row with [`for_each`] and [`map_with`].
-pub struct Tile<D: Float, const E: usize> {
-    values: [D::Acc; E],
+pub type Tile<D, const E: usize> = Held<D, Values<D, E>>;
+
+/// A row held as [`Tile`] holds it, but as `P` 16-byte packs of storage per thread (`P * LANES` elements), each
+/// element widened where it is read: half the registers of a [`Tile`] for bf16 and f16 (more CTAs an SM), the same
+/// for f32 and f64. For kernels that read the row's values as loaded (a norm); one that replaces them first (a
+/// softmax's exponentials) keeps them in a [`Tile`].
+pub type PackedTile<D, const P: usize> = Held<D, Packs<D, P>>;
+
+/// How a [`Held`] row keeps its packed elements.
+pub trait Hold<D: Float>: Copy {
+    /// Packs per thread.
+    const PACKS: usize;
+    fn empty() -> Self;
+    /// Keeps pack `k` as loaded.
+    fn put(&mut self, k: usize, pack: &D::Pack);
+    /// Lane `l` of pack `k`, in the accumulation type.
+    fn get(&self, k: usize, l: usize) -> D::Acc;
+}
+
+/// A [`Tile`]'s elements: in the accumulation type.
+#[derive(Clone, Copy)]
+pub struct Values<D: Float, const E: usize>([D::Acc; E]);
+
+/// A [`PackedTile`]'s elements: 16-byte packs of storage.
+#[derive(Clone, Copy)]
+pub struct Packs<D: Float, const P: usize>([D::Pack; P]);
+
+impl<D: Float, const E: usize> Hold<D> for Values<D, E> {
+    /// `E` must be a positive multiple of the lanes of a pack and at most `UNROLL_MAX`.
+    const PACKS: usize = {
+        let lanes = <D::Pack as Lanes>::LANES;
+        assert!(E > 0 && E.is_multiple_of(lanes) && E <= crate::pack::UNROLL_MAX);
+        E / lanes
+    };
+
+    #[inline(always)]
+    fn empty() -> Self {
+        Self([D::Acc::ZERO; E])
+    }
+
+    #[inline(always)]
+    fn put(&mut self, k: usize, pack: &D::Pack) {
+        unroll(<D::Pack as Lanes>::LANES, |l| {
+            self.0[k * <D::Pack as Lanes>::LANES + l] = D::lane_acc(pack, l)
+        });
+    }
+
+    #[inline(always)]
+    fn get(&self, k: usize, l: usize) -> D::Acc {
+        self.0[k * <D::Pack as Lanes>::LANES + l]
+    }
+}
+
+impl<D: Float, const P: usize> Hold<D> for Packs<D, P> {
+    /// `P` must be positive and at most `UNROLL_MAX`.
+    const PACKS: usize = {
+        assert!(P > 0 && P <= crate::pack::UNROLL_MAX);
+        P
+    };
+
+    #[inline(always)]
+    fn empty() -> Self {
+        Self([D::Pack::splat(D::from_acc(D::Acc::ZERO)); P])
+    }
+
+    #[inline(always)]
+    fn put(&mut self, k: usize, pack: &D::Pack) {
+        self.0[k] = *pack;
+    }
+
+    #[inline(always)]
+    fn get(&self, k: usize, l: usize) -> D::Acc {
+        D::lane_acc(&self.0[k], l)
+    }
+}
+
+/// A row held in registers across a CTA, its packed elements kept as `H` keeps them: [`Tile`] and [`PackedTile`].
+pub struct Held<D: Float, H: Hold<D>> {
+    packed: H,
     head: D::Acc,
     tail: D::Acc,
     split: Split,
@@ -149,15 +226,10 @@ pub struct Tile<D: Float, const E: usize> {
     threads: usize,
 }
 
-impl<D: Float, const E: usize> Tile<D, E> {
+impl<D: Float, H: Hold<D>> Held<D, H> {
     const LANES: usize = <D::Pack as Lanes>::LANES;
-    /// Packs per thread; `E` must be a positive multiple of the lanes of a pack and at most `UNROLL_MAX`.
-    const PACKS: usize = {
-        assert!(E > 0 && E.is_multiple_of(Self::LANES) && E <= crate::pack::UNROLL_MAX);
-        E / Self::LANES
-    };
 
-    /// This thread's part of the `len` elements at `row`, or `None` when the row does not fit the tile.
+    /// This thread's part of the `len` elements at `row`, or `None` when the row does not fit.
     ///
     /// # Safety
     /// `row` must point to `len` readable elements.
@@ -165,12 +237,12 @@ impl<D: Float, const E: usize> Tile<D, E> {
     pub unsafe fn load(row: *mut D, len: usize, thread: usize, threads: usize) -> Option<Self> {
         let split = Split::of(row, len);
         let tail_len = len - split.tail(Self::LANES);
-        if split.packs > Self::PACKS * threads || split.head > threads || tail_len > threads {
+        if split.packs > H::PACKS * threads || split.head > threads || tail_len > threads {
             return None;
         }
         let zero = D::Acc::ZERO;
         let mut tile = Self {
-            values: [zero; E],
+            packed: H::empty(),
             head: zero,
             tail: zero,
             split,
@@ -185,12 +257,11 @@ impl<D: Float, const E: usize> Tile<D, E> {
             tile.tail = unsafe { row.load(split.tail(Self::LANES) + thread) }.to_acc();
         }
         let packs = unsafe { row.add(split.head) }.cast::<D::Pack>();
-        let values = &mut tile.values;
-        unroll(Self::PACKS, |k| {
+        let packed = &mut tile.packed;
+        unroll(H::PACKS, |k| {
             let p = thread + k * threads;
             if p < split.packs {
-                let pack = unsafe { packs.load(p) };
-                unroll(Self::LANES, |l| values[k * Self::LANES + l] = D::lane_acc(&pack, l));
+                packed.put(k, &unsafe { packs.load(p) });
             }
         });
         Some(tile)
@@ -201,22 +272,10 @@ impl<D: Float, const E: usize> Tile<D, E> {
     #[inline(always)]
     pub fn fold<A: Copy>(&self, init: A, mut f: impl FnMut(A, usize, D::Acc) -> A) -> A {
         let mut acc = init;
-        self.slots(|i, slot| acc = f(acc, i, self.get(slot)));
-        acc
-    }
-
-    /// Replaces each of this thread's elements by `f(i, value)` (its exponential, say), in the accumulation type.
-    #[inline(always)]
-    pub fn update(&mut self, mut f: impl FnMut(usize, D::Acc) -> D::Acc) {
-        let (split, thread, threads) = (self.split, self.thread, self.threads);
-        slots::<D, E>(split, thread, threads, |i, slot| {
-            let value = f(i, self.get(slot));
-            match slot {
-                Slot::Head => self.head = value,
-                Slot::Tail => self.tail = value,
-                Slot::Packed(e) => self.values[e] = value,
-            }
+        Self::slots(self.split, self.thread, self.threads, |i, slot| {
+            acc = f(acc, i, self.get(slot))
         });
+        acc
     }
 
     /// `dst[i] = f(i, value, [aux[0][i], ...])` for this thread's elements: rows read alongside (a weight, a bias).
@@ -244,7 +303,7 @@ impl<D: Float, const E: usize> Tile<D, E> {
         let same_phase = |p: *mut D| p as usize % 16 == self.phase;
         let vectors = same_phase(dst) && aux.iter().all(|&a| same_phase(a));
         let packs = |p: *mut D| unsafe { p.add(split.head) }.cast::<D::Pack>();
-        unroll(Self::PACKS, |k| {
+        unroll(H::PACKS, |k| {
             let p = self.thread + k * self.threads;
             if p >= split.packs {
                 return;
@@ -254,17 +313,13 @@ impl<D: Float, const E: usize> Tile<D, E> {
                 let others = aux.map(|a| unsafe { packs(a).load(p) });
                 let mut out = D::Pack::splat(D::from_acc(D::Acc::ZERO));
                 unroll(Self::LANES, |l| {
-                    let value = f(
-                        base + l,
-                        self.values[k * Self::LANES + l],
-                        others.map(|o| D::lane_acc(&o, l)),
-                    );
+                    let value = f(base + l, self.packed.get(k, l), others.map(|o| D::lane_acc(&o, l)));
                     out.set_lane(l, D::from_acc(value));
                 });
                 unsafe { packs(dst).store(p, out) };
             } else {
                 unroll(Self::LANES, |l| unsafe {
-                    dst.store_acc(base + l, f(base + l, self.values[k * Self::LANES + l], along(base + l)));
+                    dst.store_acc(base + l, f(base + l, self.packed.get(k, l), along(base + l)));
                 });
             }
         });
@@ -275,44 +330,51 @@ impl<D: Float, const E: usize> Tile<D, E> {
         match slot {
             Slot::Head => self.head,
             Slot::Tail => self.tail,
-            Slot::Packed(e) => self.values[e],
+            Slot::Packed(k, l) => self.packed.get(k, l),
         }
     }
 
+    /// Calls `f(i, slot)` for each element thread `thread` of `threads` holds of a `split` row. (The lanes are
+    /// named as the constant `Self::LANES` inside each closure: a count captured from outside is not a constant
+    /// there, and `unroll` over it is not unrolled.)
     #[inline(always)]
-    fn slots(&self, f: impl FnMut(usize, Slot)) {
-        slots::<D, E>(self.split, self.thread, self.threads, f);
+    fn slots(split: Split, thread: usize, threads: usize, mut f: impl FnMut(usize, Slot)) {
+        if thread < split.head {
+            f(thread, Slot::Head);
+        }
+        if split.tail(Self::LANES) + thread < split.len {
+            f(split.tail(Self::LANES) + thread, Slot::Tail);
+        }
+        unroll(H::PACKS, |k| {
+            let p = thread + k * threads;
+            if p < split.packs {
+                unroll(Self::LANES, |l| f(split.head + p * Self::LANES + l, Slot::Packed(k, l)));
+            }
+        });
     }
 }
 
-/// Where a tile keeps an element: the scalar before the packs, the one after them, or a packed lane.
+impl<D: Float, const E: usize> Tile<D, E> {
+    /// Replaces each of this thread's elements by `f(i, value)` (its exponential, say), in the accumulation type.
+    #[inline(always)]
+    pub fn update(&mut self, mut f: impl FnMut(usize, D::Acc) -> D::Acc) {
+        Self::slots(self.split, self.thread, self.threads, |i, slot| {
+            let value = f(i, self.get(slot));
+            match slot {
+                Slot::Head => self.head = value,
+                Slot::Tail => self.tail = value,
+                Slot::Packed(k, l) => self.packed.0[k * Self::LANES + l] = value,
+            }
+        });
+    }
+}
+
+/// Where a tile keeps an element: the scalar before the packs, the one after them, or lane `l` of pack `k`.
 #[derive(Clone, Copy)]
 enum Slot {
     Head,
     Tail,
-    Packed(usize),
-}
-
-/// Calls `f(i, slot)` for each element a thread's tile of `E` elements holds. (The lanes are named as the constant
-/// `Tile::LANES` inside each closure: a count captured from outside is not a constant there, and `unroll` over it
-/// is not unrolled.)
-#[inline(always)]
-fn slots<D: Float, const E: usize>(split: Split, thread: usize, threads: usize, mut f: impl FnMut(usize, Slot)) {
-    if thread < split.head {
-        f(thread, Slot::Head);
-    }
-    if split.tail(Tile::<D, E>::LANES) + thread < split.len {
-        f(split.tail(Tile::<D, E>::LANES) + thread, Slot::Tail);
-    }
-    unroll(Tile::<D, E>::PACKS, |k| {
-        let p = thread + k * threads;
-        if p < split.packs {
-            let lanes = Tile::<D, E>::LANES;
-            unroll(Tile::<D, E>::LANES, |l| {
-                f(split.head + p * lanes + l, Slot::Packed(k * lanes + l))
-            });
-        }
-    });
+    Packed(usize, usize),
 }
 
 /// This thread's head and tail elements of a split row.

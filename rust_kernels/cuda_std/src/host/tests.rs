@@ -1783,6 +1783,105 @@ fn a_tile_holds_a_row_that_fits_and_refuses_one_that_does_not() {
     }
 }
 
+/// bf16 rows through a tile of 8 elements a thread (`packed`: a PackedTile of one pack, else a Tile): y = 3 x + i + w
+/// and each thread's sum of x, as row_tile; a row that does not fit leaves y alone and sets every sum to -1.
+#[kernel]
+unsafe fn row_tile_bf16(x: *mut bf16, w: *mut bf16, y: *mut bf16, sums: *mut f32, offset: u32, len: u32, packed: u32) {
+    let tid = thread_idx_x() as usize;
+    let threads = block_dim_x() as usize;
+    let (src, dst, aux) = unsafe { (x.add(offset as usize), y.add(offset as usize), w.add(offset as usize)) };
+    let sum = |s: f32, _: usize, v: f32| s + v;
+    let out = |i: usize, v: f32, [a]: [f32; 1]| 3.0 * v + i as f32 + a;
+    unsafe {
+        let fitted = if packed == 1 {
+            row::PackedTile::<bf16, 1>::load(src, len as usize, tid, threads).map(|tile| {
+                tile.store([aux], dst, out);
+                tile.fold(0.0, sum)
+            })
+        } else {
+            row::Tile::<bf16, 8>::load(src, len as usize, tid, threads).map(|tile| {
+                tile.store([aux], dst, out);
+                tile.fold(0.0, sum)
+            })
+        };
+        sums.store(tid, fitted.unwrap_or(-1.0));
+    }
+}
+
+#[test]
+fn a_packed_tile_holds_what_a_tile_holds_and_writes_the_same_bits() {
+    // 4 threads of one 8-lane pack: at most 32 bf16 in packs and 4 scalars on each side (offsets in elements).
+    let mut fitted = [0, 0];
+    for (offset, len) in [
+        (0, 32),
+        (0, 36),
+        (1, 37),
+        (3, 5),
+        (7, 40),
+        (4, 20),
+        (0, 0),
+        (0, 33),
+        (0, 48),
+        (1, 45),
+    ] {
+        let run = |packed: u32| {
+            let mut x: Vec<bf16> = (0..64).map(|i| bf16::from_acc(i as f32 * 0.37 - 5.0)).collect();
+            let mut w: Vec<bf16> = (0..64).map(|i| bf16::from_acc(i as f32 * -1.3)).collect();
+            let mut y = vec![bf16::from_acc(-1.0); 64];
+            let mut sums = vec![0.0f32; 4];
+            let split = row::Split::of(x[offset as usize..].as_ptr(), len as usize);
+            let fits = split.packs <= 4 && split.head <= 4 && len as usize - split.tail(8) <= 4;
+            let args = [
+                buffer(&mut x),
+                buffer(&mut w),
+                buffer(&mut y),
+                buffer(&mut sums),
+                scalar(ArgValue::U32(offset)),
+                scalar(ArgValue::U32(len)),
+                scalar(ArgValue::U32(packed)),
+            ];
+            launch(&row_tile_bf16__HOST, &config([1, 1, 1], [4, 1, 1], 0), &args).unwrap();
+            let o = offset as usize;
+            let want: Vec<f32> = (0..len as usize)
+                .map(|i| bf16::from_acc(3.0 * x[o + i].to_acc() + i as f32 + w[o + i].to_acc()).to_acc())
+                .collect();
+            let x_sum: f32 = x[o..o + len as usize].iter().map(|v| v.to_acc()).sum();
+            let y: Vec<f32> = y.iter().map(|v| v.to_acc()).collect();
+            (fits, y, sums, want, x_sum)
+        };
+        let case = format!("offset {offset}, len {len}");
+        let (fits, y, sums, want, x_sum) = run(1);
+        let (_, tile_y, tile_sums, _, _) = run(0);
+        assert_eq!(
+            (&y, &sums),
+            (&tile_y, &tile_sums),
+            "{case}: the PackedTile against the Tile"
+        );
+        fitted[fits as usize] += 1;
+        if !fits {
+            assert!(
+                sums.iter().all(|&s| s == -1.0) && y.iter().all(|&v| v == -1.0),
+                "{case}"
+            );
+            continue;
+        }
+        let o = offset as usize;
+        assert_eq!(&y[o..o + len as usize], &want[..], "{case}");
+        assert!(
+            y[..o].iter().chain(&y[o + len as usize..]).all(|&v| v == -1.0),
+            "{case}"
+        );
+        assert!(
+            (sums.iter().sum::<f32>() - x_sum).abs() <= 1e-3 * x_sum.abs().max(1.0),
+            "{case}"
+        );
+    }
+    assert!(
+        fitted[0] >= 2 && fitted[1] >= 5,
+        "cases that fit and do not: {fitted:?}"
+    );
+}
+
 #[test]
 fn a_row_splits_at_its_16_byte_boundaries() {
     let base = 0x1000 as *const f32;
