@@ -29,7 +29,8 @@ def pairs():
             for n in run.BENCH_COLUMNS:
                 threads, consts = run.plan(case, n, 4 if dtype == "f32" else 8)
                 tile = TILE.kernel(case.name.replace("_forward", "_tile"), dtype=dtype, block=threads, **consts)
-                yield case, dtype, n, threads, (("tile", tile), ("packed", run.kernel_for(case, dtype, threads, consts)))
+                packed = run.kernel_for(case, dtype, threads, consts)
+                yield case, dtype, n, threads, (("tile", tile), ("packed", packed))
 
 
 ab.pairs = pairs
