@@ -37,6 +37,19 @@ pub fn unroll(n: usize, mut f: impl FnMut(usize)) {
            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63);
 }
 
+/// Writes `pack` as element `i` of `packs` in one 16-byte store. Written as its lanes, as `packs.store(i, pack)`
+/// writes it, the compiler may split a pack's store into 8-, 4- and 2-byte ones: where another path writes the same
+/// elements one by one (a misaligned row's), their last stores merge after the branch.
+///
+/// # Safety
+/// As for `packs.store(i, pack)`; `P` must be a 16-byte pack.
+#[inline(always)]
+pub unsafe fn store_whole<P: Lanes>(packs: *mut P, i: usize, pack: P) {
+    const { assert!(size_of::<P>() == 16 && align_of::<P>() == 16) };
+    let bits: [u32; 4] = unsafe { core::mem::transmute_copy(&pack) };
+    unsafe { crate::arch::mem::store_16(crate::arch::mem::element(packs, i, "write").cast(), bits) }
+}
+
 /// The most calls [`unroll`] makes.
 pub const UNROLL_MAX: usize = 64;
 

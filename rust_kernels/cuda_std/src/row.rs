@@ -2,12 +2,12 @@
 //! before the first 16-byte boundary and after the last whole pack: any length, any element-aligned start.
 //! Thread `thread` of `threads` takes packs `thread`, `thread + threads`, ... (coalesced), and the scalar elements
 //! likewise; the closures receive each element's index in the row and its value in the accumulation type.
-//! [`Tile`] holds a row in registers across the CTA, for kernels that reduce a row and then write from it (a norm,
-//! a softmax): one read instead of two. [`grid_stride`] is the plain element loop over a whole launch.
+//! [`Tile`] and [`PackedTile`] hold a row in registers across the CTA, for kernels that reduce a row and then write
+//! from it (a norm, a softmax): one read instead of two. [`grid_stride`] is the plain element loop over a whole launch.
 
 use crate::float::{Accum, Float};
 use crate::mem::{DevicePtr, StoreAcc};
-use crate::pack::{unroll, Lanes};
+use crate::pack::{store_whole, unroll, Lanes};
 
 /// How a row splits: `head` scalar elements up to the first 16-byte boundary, `packs` whole packs, then the tail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +192,14 @@ impl<D: Float, const E: usize> Hold<D> for Values<D, E> {
     }
 }
 
+impl<D: Float, const E: usize> Values<D, E> {
+    /// Replaces lane `l` of pack `k` ([`Tile::update`]).
+    #[inline(always)]
+    fn set(&mut self, k: usize, l: usize, value: D::Acc) {
+        self.0[k * <D::Pack as Lanes>::LANES + l] = value;
+    }
+}
+
 impl<D: Float, const P: usize> Hold<D> for Packs<D, P> {
     /// `P` must be positive and at most `UNROLL_MAX`.
     const PACKS: usize = {
@@ -293,6 +301,13 @@ impl<D: Float, H: Hold<D>> Held<D, H> {
     ) {
         let split = self.split;
         let along = |i: usize| aux.map(|a| unsafe { a.load(i) }.to_acc());
+        let same_phase = |p: *mut D| p as usize % 16 == self.phase;
+        if !same_phase(dst) || !aux.iter().all(|&a| same_phase(a)) {
+            Self::slots(split, self.thread, self.threads, |i, slot| unsafe {
+                dst.store_acc(i, f(i, self.get(slot), along(i)))
+            });
+            return;
+        }
         if self.thread < split.head {
             unsafe { dst.store_acc(self.thread, f(self.thread, self.head, along(self.thread))) };
         }
@@ -300,8 +315,6 @@ impl<D: Float, H: Hold<D>> Held<D, H> {
         if t < split.len {
             unsafe { dst.store_acc(t, f(t, self.tail, along(t))) };
         }
-        let same_phase = |p: *mut D| p as usize % 16 == self.phase;
-        let vectors = same_phase(dst) && aux.iter().all(|&a| same_phase(a));
         let packs = |p: *mut D| unsafe { p.add(split.head) }.cast::<D::Pack>();
         unroll(H::PACKS, |k| {
             let p = self.thread + k * self.threads;
@@ -309,19 +322,13 @@ impl<D: Float, H: Hold<D>> Held<D, H> {
                 return;
             }
             let base = split.head + p * Self::LANES;
-            if vectors {
-                let others = aux.map(|a| unsafe { packs(a).load(p) });
-                let mut out = D::Pack::splat(D::from_acc(D::Acc::ZERO));
-                unroll(Self::LANES, |l| {
-                    let value = f(base + l, self.packed.get(k, l), others.map(|o| D::lane_acc(&o, l)));
-                    out.set_lane(l, D::from_acc(value));
-                });
-                unsafe { packs(dst).store(p, out) };
-            } else {
-                unroll(Self::LANES, |l| unsafe {
-                    dst.store_acc(base + l, f(base + l, self.packed.get(k, l), along(base + l)));
-                });
-            }
+            let others = aux.map(|a| unsafe { packs(a).load(p) });
+            let mut out = D::Pack::splat(D::from_acc(D::Acc::ZERO));
+            unroll(Self::LANES, |l| {
+                let value = f(base + l, self.packed.get(k, l), others.map(|o| D::lane_acc(&o, l)));
+                out.set_lane(l, D::from_acc(value));
+            });
+            unsafe { store_whole(packs(dst), p, out) };
         });
     }
 
@@ -363,7 +370,7 @@ impl<D: Float, const E: usize> Tile<D, E> {
             match slot {
                 Slot::Head => self.head = value,
                 Slot::Tail => self.tail = value,
-                Slot::Packed(k, l) => self.packed.0[k * Self::LANES + l] = value,
+                Slot::Packed(k, l) => self.packed.set(k, l, value),
             }
         });
     }

@@ -19,3 +19,12 @@ pub unsafe fn element<T>(ptr: *mut T, i: usize, access: &'static str) -> *mut T 
     });
     ptr.wrapping_add(i)
 }
+
+/// The device's one 16-byte store (`ptr` from [`element`]).
+///
+/// # Safety
+/// As for `ptr.write(bits)`.
+#[inline]
+pub unsafe fn store_16(ptr: *mut [u32; 4], bits: [u32; 4]) {
+    unsafe { ptr.write(bits) }
+}
