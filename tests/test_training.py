@@ -280,9 +280,9 @@ def test_the_persistent_kernels_with_an_activation_match_the_two_launch_plans(ke
         assert relative(got, other) < (rounded if got.dtype == x.dtype else 2e-5)
 
 
-def test_the_persistent_kernels_are_candidates_only_where_enabled(monkeypatch):
-    """RUST_KERNELS_PERSISTENT=1 adds the persistent plans to the channels_last candidates (not NCHW's; with a fused
-    activation, its _act kernels), where the grid fits two CTAs an SM."""
+def test_the_persistent_kernels_are_candidates_unless_disabled(monkeypatch):
+    """The persistent plans are channels_last candidates (not NCHW's; with a fused activation, its _act kernels),
+    where the grid fits two CTAs an SM, unless RUST_KERNELS_PERSISTENT=0."""
     from rust_kernels.families.batch_norm import training
     from rust_kernels.runtime import Placement, Problem
 
@@ -301,7 +301,7 @@ def test_the_persistent_kernels_are_candidates_only_where_enabled(monkeypatch):
     assert not persistent_plans(True, 0, False) and not persistent_plans(False, 0, True)
     assert not training.persistent_options((128, 64, 56, 56), "bf16", 1, 132, 2 * 132), "too large to hold"
     problem = Problem(shape=shape, dtype="bf16", param="f32", values={}, scalars={}, order=(0, 2, 3, 1))
-    for value, expected in (("0", False), ("1", True)):
+    for value, expected in (("0", False), ("1", True), ("", True)):  # unset (empty): on
         monkeypatch.setenv("RUST_KERNELS_PERSISTENT", value)
         plans = training.candidates("backward", problem, Placement(16, 132))
         assert any(isinstance(p.kernel, tuple(training.PERSISTENT.values())) for p in plans) == expected

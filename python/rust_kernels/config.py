@@ -10,13 +10,12 @@
 | `RUST_KERNELS_PTXAS` | the ptxas that validates PTX and makes cubins; no fallback when set (PATH, CUDA, nvcc wheel) |
 | `RUST_KERNELS_QUIET` | `1` silences the progress lines on stderr (`0`) |
 | `RUST_KERNELS_TUNING` | the autotuner (tuning.py): `off`, `on` or `force` (`on`) |
-| `RUST_KERNELS_PERSISTENT` | `1`: the autotuner also times the persistent channels_last training kernels (`0`) |
+| `RUST_KERNELS_PERSISTENT` | `0`: the autotuner leaves out the persistent channels_last training kernels (`1`) |
 
 TUNING `off` runs the families' rules; `on` measured plans (the tuning cache's and shipped tables' timings, missing
 candidates timed on first use); `force` times every candidate afresh once per process.
-PERSISTENT is off by default until the shipped H200 table holds those kernels' timings (an H100 run measured them:
-docs/results/h200-2026-12-05-persistent/); turned on, a key the table serves has those candidates timed on its first
-call.
+PERSISTENT `0` is for comparing plans with and without those kernels (timed like any other candidate; the shipped
+H200 table holds their timings).
 RUSTC, CARGO and PTXAS take a path to an executable or a command name looked up on PATH.
 An empty variable counts as unset. A bad value raises ConfigError naming the variable and what to fix, at the first
 use of the settings, before any work. (ptx_linker.py runs as rustc's linker in a separate process and reads
@@ -121,7 +120,7 @@ def _load(values: tuple[str, ...], home: str) -> Settings:
         ptxas=_executable("RUST_KERNELS_PTXAS", env["RUST_KERNELS_PTXAS"], "ptxas"),
         quiet=quiet == "1",
         tuning=tuning,
-        persistent=persistent == "1",
+        persistent=persistent != "0",
     )
 
 

@@ -17,9 +17,9 @@ DRAM for the second read. channels_last has its own one-launch kernels (batch_no
 batch_norm_2d_fused_backward_channels_last: a CTA per block of COLS channel units, walking every row), where such a
 block's data is small; and persistent ones (batch_norm_2d_persistent_forward_channels_last and _backward_: one
 cooperative launch whose CTAs hold every row in registers across a grid::sync, reading x, or dy and x, once), where
-the whole tensor fits the grid's registers: autotuner candidates where RUST_KERNELS_PERSISTENT is on (off until the
-shipped H200 table times them; on an H100 their pair beat the rule's on 15 of 16 shapes they fit,
-docs/results/h200-2026-12-05-persistent/).
+the whole tensor fits the grid's registers: autotuner candidates unless RUST_KERNELS_PERSISTENT=0 (on the H200 the
+fastest plan on 28-50 of the 176 suite keys they fit, per direction and dtype, by up to 1.35x forward and 1.51x
+backward: docs/results/h200-2026-12-06-persistent-tune/).
 """
 
 from __future__ import annotations
@@ -498,8 +498,8 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     and over groups of channels (rows under GROUP_ROW_BYTES); where H*W = 1, in both memory formats' kernels; the
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
     (channels_last; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size (and for
-    channels_last each block width); channels_last's persistent kernels where RUST_KERNELS_PERSISTENT is on and the
-    tensor fits their grid."""
+    channels_last each block width); channels_last's persistent kernels where the tensor fits their grid (unless
+    RUST_KERNELS_PERSISTENT=0)."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
                        settings().persistent)  # fmt: skip
