@@ -58,3 +58,20 @@ def test_the_readme_shows_the_softmax_body_as_it_is():
     readme = (EXAMPLES.parent / "README.md").read_text()
     shown = readme.split("The softmax body, whole", 1)[1].split("```rust\n", 1)[1].split("```", 1)[0]
     assert shown == (EXAMPLES / "rows" / "softmax.rs.j2").read_text()
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+def test_the_softmax_writes_each_pack_of_its_tile_in_one_16_byte_store(rows, dtype):
+    """The row held in registers is written a 16-byte pack a store: its lanes written one by one (as before
+    pack::store_whole), LLVM split each pack into 8-, 4- and 2-byte stores, and bf16 softmax's long rows ran at
+    0.61-0.75 of a copy (docs/results/h100-2026-12-06-rows-store/)."""
+    import re
+
+    import rust_kernels
+
+    case = next(c for c in rows.CASES if c.name == "softmax")
+    threads, consts = rows.plan(case, 16384, 16 // {"bf16": 2, "f32": 4}[dtype])
+    ptx = rust_kernels.build(rows.kernel_for(case, dtype, threads, consts), "sm_90").read_text()
+    partial = re.findall(r"st\.global\.v[24]\.b16|st\.global\.v2\.b32", ptx)
+    packs = consts["elements"] * {"bf16": 2, "f32": 4}[dtype] // 16
+    assert not partial and ptx.count("st.v4.b32") == packs, (partial, ptx.count("st.v4.b32"))
