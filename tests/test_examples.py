@@ -70,8 +70,9 @@ def test_the_softmax_writes_each_pack_of_its_tile_in_one_16_byte_store(rows, dty
     import rust_kernels
 
     case = next(c for c in rows.CASES if c.name == "softmax")
-    threads, consts = rows.plan(case, 16384, 16 // {"bf16": 2, "f32": 4}[dtype])
+    lanes = 16 // {"bf16": 2, "f32": 4}[dtype]
+    threads, consts = rows.plan(case, 16384, lanes)
     ptx = rust_kernels.build(rows.kernel_for(case, dtype, threads, consts), "sm_90").read_text()
     partial = re.findall(r"st\.global\.v[24]\.b16|st\.global\.v2\.b32", ptx)
-    packs = consts["elements"] * {"bf16": 2, "f32": 4}[dtype] // 16
+    packs = consts["elements"] // lanes
     assert not partial and ptx.count("st.v4.b32") == packs, (partial, ptx.count("st.v4.b32"))
