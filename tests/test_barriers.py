@@ -91,6 +91,16 @@ def test_a_tid_compared_with_a_warp_boundary_is_equal_across_the_warp(compare, f
     assert bool(divergent_barriers(ptx(body))) == found
 
 
+@pytest.mark.parametrize(("block_x", "found"), [(None, True), (32, False), (64, False), (48, True), (16, True)])
+def test_a_tid_y_is_equal_across_a_warp_only_where_the_ctas_x_extent_is_whole_warps(block_x, found):
+    """A CTA of (32 k, rows): warp w holds threads x = 0..31 of one row, so a branch on tid.y (a row's bounds)
+    keeps each warp together; with x = 48 a warp spans two rows."""
+    body = COPIES.format(bound=4).replace("\tmov.u32 \t%r1, %tid.x;\n\tand.b32 \t%r2, %r1, 31;",
+                                          "\tmov.u32 \t%r2, %tid.y;")  # fmt: skip
+    assert "%tid.y" in body
+    assert bool(divergent_barriers(ptx(body), block_x)) is found
+
+
 def test_a_barrier_where_the_lane_branch_has_joined_again_is_not():
     body = """	mov.u32 	%r1, %tid.x;
 	setp.lt.u32 	%p1, %r1, 4;

@@ -76,3 +76,23 @@ def test_the_softmax_writes_each_pack_of_its_tile_in_one_16_byte_store(rows, dty
     partial = re.findall(r"st\.global\.v[24]\.b16|st\.global\.v2\.b32", ptx)
     packs = consts["elements"] // lanes
     assert not partial and ptx.count("st.v4.b32") == packs, (partial, ptx.count("st.v4.b32"))
+
+
+@pytest.mark.parametrize("name", ["softmax", "layer_norm_forward", "rms_norm_forward"])
+def test_a_row_kernel_with_rows_of_more_than_one_warp_sharing_a_cta_is_refused_naming_the_rule(name):
+    """Several rows a CTA (ROWS) reduce within their warps: with BLOCK > 32 they would share the reductions'
+    shared memory and barriers, so the template refuses to build, naming its line."""
+    import rust_kernels
+
+    program = rust_kernels.Program(EXAMPLES / "rows")
+    with pytest.raises(rust_kernels.BuildError, match=r"(?s)ROWS > 1 needs BLOCK = 32.*from template .*rs\.j2, line"):
+        rust_kernels.compile(program.kernel(name, block=64, elements=16, rows=2, dtype="f32"), target="host")
+    rust_kernels.compile(program.kernel(name, block=32, elements=16, rows=2, dtype="f32"), target="host")
+
+
+def test_a_cta_of_more_than_1024_threads_is_refused_when_the_kernel_is_named():
+    import rust_kernels
+
+    program = rust_kernels.Program(EXAMPLES / "rows")
+    with pytest.raises(rust_kernels.ArgumentError, match=r"block: bias_gelu's CTA is BLOCK=512 x ROWS=4 x 1 = 2048"):
+        program.kernel("bias_gelu", block=512, approximate=0, rows=4, dtype="f32")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -31,6 +32,7 @@ STORAGE = {"f32": 0.0, "f64": 0.0, "bf16": 2.0**-8, "f16": 2.0**-11}
 SUBNORMAL = {"f32": 0.0, "f64": 0.0, "bf16": 2.0**-134, "f16": 2.0**-25}  # half the least subnormal: absolute
 CHECK_SHAPES = [(4, 1001), (3, 31), (2, 4096), (5, 8)]  # misaligned rows, rows shorter than the CTA, long rows
 GELU_SQRT_2_OVER_PI, GELU_CUBIC = 0.7978845608028654, 0.044715
+TAIL_FIT = 2.0**-14  # bf16's exact GELU: its Phi within 2.9e-5 relatively (fit_normal_tail.py), ex2.approx's 2 ulps
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,12 @@ class Case:
     eps: bool
     reference: Callable[..., np.ndarray]
     bound: Callable[..., np.ndarray]  # absolute bound before storage rounding: (x, inputs, want, u, block, dtype)
-    tiled: bool = False  # holds a row in registers (row::Tile): the ELEMENTS const
+    # Holds a row in registers (the ELEMENTS const): the most elements a thread, by storage bytes an element.
+    held: Callable[[int], int] | None = None
+
+    @property
+    def tiled(self) -> bool:
+        return self.held is not None
 
     @property
     def label(self) -> str:
@@ -61,13 +68,15 @@ def gelu(x, bias, approximate: bool) -> np.ndarray:
     return 0.5 * u * (1 + _erf(u / math.sqrt(2)))
 
 
-def gelu_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
-    """Every intermediate is bounded by |x + bias| (erf, and erf_fast in all but f64, within 2 ulps, its argument
+def gelu_bound(x, inputs, want, u, block, dtype, approximate: bool = False) -> np.ndarray:
+    """Every intermediate is bounded by |x + bias| (erf, and erf_fast in f32 and f16, within 2 ulps, its argument
     and the products a few roundings each) and the cubic term by |u|^3: at most 10 roundings of those. The tanh form
     is u sigmoid(2 z), its sigmoid within 14 u relatively with exp_fast and recip_fast (all but f64), and |y| <= |u|:
-    10 u |u| + 4 u |y| covers it."""
+    10 u |u| + 4 u |y| covers it. The exact form in bf16 takes Phi from a fit of log2 Phi(-t) (fit_normal_tail.py):
+    within TAIL_FIT of Phi relatively, so of y; past its cutoff |y - want| <= 1.9e-8 |u|, inside 10 u |u|."""
     a = np.abs(x + inputs["bias"])
-    return 10 * u * (a + GELU_CUBIC * a**3 * (1 + a)) + 4 * u * np.abs(want)
+    fit = TAIL_FIT if dtype == "bf16" and not approximate else 0.0
+    return 10 * u * (a + GELU_CUBIC * a**3 * (1 + a)) + (4 * u + fit) * np.abs(want)
 
 
 def softmax(x) -> np.ndarray:
@@ -118,20 +127,35 @@ def rms_norm_bound(x, inputs, want, u, block, dtype) -> np.ndarray:
     return (depth / 2 + 6) * u * np.abs(want)
 
 
+def four_packs(size: int) -> int:
+    return 64 // size
+
+
 CASES = [
     Case("bias_gelu", {"APPROXIMATE": 0}, ("bias",), False, lambda x, b: gelu(x, b, False), gelu_bound),
-    Case("bias_gelu", {"APPROXIMATE": 1}, ("bias",), False, lambda x, b: gelu(x, b, True), gelu_bound),
-    Case("softmax", {}, (), False, softmax, softmax_bound, tiled=True),
-    Case("layer_norm_forward", {}, ("weight", "bias"), True, layer_norm, layer_norm_bound, tiled=True),
-    Case("rms_norm_forward", {}, ("weight",), True, rms_norm, rms_norm_bound, tiled=True),
+    Case(
+        "bias_gelu",
+        {"APPROXIMATE": 1},
+        ("bias",),
+        False,
+        lambda x, b: gelu(x, b, True),
+        functools.partial(gelu_bound, approximate=True),
+    ),
+    # The most a thread holds (measured on the H200: docs/results/h200-2026-12-06-rows-plans/): softmax's f32 values
+    # 64 of f32, 32 of 16-bit data; the norms four 16-byte packs of storage (f32 LayerNorm holding eight ran at
+    # 0.5-0.77 of a copy from 4096 columns, four at 0.71-0.94).
+    Case("softmax", {}, (), False, softmax, softmax_bound, held=lambda size: min(64, 16 * size)),
+    Case("layer_norm_forward", {}, ("weight", "bias"), True, layer_norm, layer_norm_bound, held=four_packs),
+    Case("rms_norm_forward", {}, ("weight",), True, rms_norm, rms_norm_bound, held=four_packs),
 ]
 PROGRAM = rust_kernels.Program(Path(__file__).resolve().parent)
 
 
 def block_for(n: int, lanes: int) -> int:
-    """Threads per row: about four 16-byte packs each, 64 to 512 (measured on the H200 over 512-16384 columns:
-    docs/results/h200-2026-12-04-rows-fast-math/)."""
-    return max(64, min(512, _pow2_at_least(n / (4 * lanes))))
+    """bias + GELU's threads a row: two 16-byte packs each, 32 to 256, and 512 from 2048 packs (measured on the
+    H200 over 512-16384 columns: docs/results/h200-2026-12-06-rows-plans/)."""
+    packs = -(-n // lanes)
+    return 512 if packs >= 2048 else max(32, min(256, _pow2_at_least(packs / 2)))
 
 
 def make_inputs(case: Case, m: int, n: int, storage: Any, seed: int = 0) -> dict[str, np.ndarray]:
@@ -141,20 +165,31 @@ def make_inputs(case: Case, m: int, n: int, storage: Any, seed: int = 0) -> dict
         data["weight"] = rng.uniform(0.5, 1.5, n).astype(storage)
     if "bias" in case.extra:
         data["bias"] = rng.standard_normal(n).astype(storage)
+    if case.name == "bias_gelu":
+        data["x"].flat[::3] = np.linspace(-15, 15, len(data["x"].flat[::3]))  # both tails, past the fits' ranges
     if case.name == "softmax" and n > 1:
         data["x"][:, 1::5] = -np.inf  # masked elements (attention): exactly 0 out
     return data
 
 
 def plan(case: Case, n: int, lanes: int, block: int | None = None) -> tuple[int, dict[str, int]]:
-    """Threads per row and the plan's consts. A tiled kernel holds the row in registers, 16 elements a thread up to
-    2048 columns and 32 above (fewer threads holding more each: more loads in flight a thread and quicker CTA
-    reductions; measured on the H200, docs/results/h200-2026-12-03-rows/), the fewest that fit; a row longer than
-    1024 threads hold streams."""
-    if not case.tiled:
-        return block or block_for(n, lanes), {}
-    threads = block or max(32, min(1024, _pow2_at_least(n / (16 if n <= 2048 else 32))))
-    return threads, {"elements": min(32, max(8, lanes, _pow2_at_least(n / threads)))}
+    """Threads a row and the plan's consts. A tiled kernel holds the row in registers, as many elements a thread
+    as `case.held` allows (fewer threads holding more each: more loads in flight a thread and quicker CTA
+    reductions), on the fewest threads that hold it; a row longer than 1024 threads hold streams. A CTA holds two
+    rows of one warp each: an SM holds at most 32 CTAs, so one-warp CTAs leave half its warps idle (up to 1.2x in
+    bf16, measured on the H200: docs/results/h200-2026-12-06-rows-plans/)."""
+    if case.held is None:
+        threads = block or block_for(n, lanes)
+        return threads, {"rows": max(1, 64 // threads)}
+    most = case.held(16 // lanes)
+    threads = block or max(32, min(1024, _pow2_at_least(n / most)))
+    elements = min(most, max(8, lanes, _pow2_at_least(n / threads)))
+    return threads, {"elements": elements, "rows": 2 if threads == 32 else 1}
+
+
+def dims(m: int, threads: int, consts: dict[str, int]) -> tuple[int, tuple[int, int]]:
+    """The launch's grid and CTA: ROWS rows a CTA, `threads` each."""
+    return -(-m // consts["rows"]), (threads, consts["rows"])
 
 
 def _pow2_at_least(value: float) -> int:
@@ -193,10 +228,10 @@ def check(backend: str, dtypes: list[str], block: int | None) -> int:
 
                     device = {k: arrays.to_device(v) for k, v in data.items()}
                     y_d = arrays.to_device(y)
-                    code.get_kernel().launch(m, threads, launch_args(case, kernel, device, y_d))
+                    code.get_kernel().launch(*dims(m, threads, consts), launch_args(case, kernel, device, y_d))
                     y = arrays.to_host(y_d)
                 else:
-                    code.get_kernel().launch(m, threads, launch_args(case, kernel, data, y))
+                    code.get_kernel().launch(*dims(m, threads, consts), launch_args(case, kernel, data, y))
                 wide = {k: v.astype(np.float64) for k, v in data.items()}
                 want = case.reference(wide["x"], *(wide[e] for e in case.extra))
                 s = STORAGE[dtype]
@@ -254,7 +289,7 @@ def bench(out: Path, dtypes: list[str], reps: int) -> None:
                     threads, consts = plan(case, n, 16 // x.element_size())
                     kernel = kernel_for(case, dtype, threads, consts)
                     fn = rust_kernels.compile(kernel, target="ptx").get_kernel()
-                    ours = fn.prepare(m, threads, launch_args(case, kernel, data, y))
+                    ours = fn.prepare(*dims(m, threads, consts), launch_args(case, kernel, data, y))
                     ours()
                     torch.testing.assert_close(y, eager(x, *extra), rtol=2e-2 if x.element_size() == 2 else 1e-4,
                                                atol=2e-2 if x.element_size() == 2 else 1e-5)  # fmt: skip

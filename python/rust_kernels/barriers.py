@@ -29,6 +29,8 @@ _GUARD = re.compile(r"^@!?(%\w+)\s+")
 _ENDS = re.compile(r"^(ret|exit|trap);")
 _BARRIER = re.compile(r"\bbar\.(sync|red|arrive)\b|\bbarrier\.[\w.]*aligned")
 _LANE_SOURCES = ("%tid.", "%laneid")
+# With the CTA's x extent a multiple of 32, a warp's threads share one (y, z): only x and the lane differ.
+_ROW_LANE_SOURCES = ("%tid.x", "%laneid")
 _LANE_OPS = ("atom.", "shfl.")  # results that differ between the lanes of a warp whatever their inputs
 _WARP_OPS = ("bar.red.", "vote.", "activemask.")  # results equal across a warp (bar.red's across the CTA)
 _NO_RESULT = ("st.", "bra", "bar.", "barrier.", "red.", "membar", "fence", "ret", "exit", "trap", "call", "prefetch")
@@ -43,16 +45,18 @@ class Hazard(NamedTuple):
     text: str
 
 
-def divergent_barriers(ptx: str) -> list[Hazard]:
+def divergent_barriers(ptx: str, block_x: int | None = None) -> list[Hazard]:
     """Every aligned barrier of the PTX that a warp may reach at different instructions (above), in each function
-    (a kernel's body is often a `.func` its entry calls). A function's parameters count as equal across the warp."""
-    return [hazard for body in _bodies(ptx) for hazard in _function_hazards(_blocks(body))]
+    (a kernel's body is often a `.func` its entry calls). A function's parameters count as equal across the warp,
+    and so do `%tid.y` and `%tid.z` where `block_x`, the CTA's x extent, is a multiple of 32."""
+    sources = _ROW_LANE_SOURCES if block_x is not None and block_x % 32 == 0 else _LANE_SOURCES
+    return [hazard for body in _bodies(ptx) for hazard in _function_hazards(_blocks(body), sources)]
 
 
-def _function_hazards(blocks: list[list[tuple[int, str]]]) -> list[Hazard]:
+def _function_hazards(blocks: list[list[tuple[int, str]]], sources: tuple[str, ...]) -> list[Hazard]:
     labels = {block[0][1][:-1]: b for b, block in enumerate(blocks) if _LABEL.match(block[0][1])}
     successors = [_successors(blocks, labels, i) for i in range(len(blocks))]
-    lane_dependent = _lane_dependent(blocks, successors)
+    lane_dependent = _lane_dependent(blocks, successors, sources)
     post_dominators = _post_dominators(blocks, successors)
     hazards = []
     for i, block in enumerate(blocks):
@@ -112,9 +116,12 @@ def _successors(blocks: list[list[tuple[int, str]]], labels: dict[str, int], i: 
     return [] if _ENDS.match(last) else after
 
 
-def _lane_dependent(blocks: list[list[tuple[int, str]]], successors: list[list[int]]) -> list[dict[str, str]]:
-    """Per block, the registers whose values may differ between the lanes of a warp after its instructions, each
-    with its kind: "tid" (a copy of `%tid.x`) or "lane" (anything else that differs)."""
+def _lane_dependent(
+    blocks: list[list[tuple[int, str]]], successors: list[list[int]], sources: tuple[str, ...]
+) -> list[dict[str, str]]:
+    """Per block, the registers whose values may differ between the lanes of a warp after its instructions (those
+    derived from `sources` among them), each with its kind: "tid" (a copy of `%tid.x`) or "lane" (anything else that
+    differs)."""
     predecessors: list[list[int]] = [[] for _ in blocks]
     for i, targets in enumerate(successors):
         for t in targets:
@@ -125,7 +132,7 @@ def _lane_dependent(blocks: list[list[tuple[int, str]]], successors: list[list[i
         i = pending.pop(0)
         state = _entering(predecessors[i], after)
         for _, line in blocks[i]:
-            _transfer(line, state)
+            _transfer(line, state, sources)
         if state != after[i]:
             after[i] = state
             pending += [t for t in successors[i] if t not in pending]
@@ -140,19 +147,19 @@ def _entering(predecessors: list[int], after: list[dict[str, str] | None]) -> di
     return state
 
 
-def _transfer(line: str, state: dict[str, str]) -> None:
+def _transfer(line: str, state: dict[str, str], sources: tuple[str, ...]) -> None:
     """One instruction's (or one inline asm block's) effect on the lane-dependent registers."""
     if line.startswith("{"):  # inline asm: its outputs by what the block does
         statements = [s.strip() for s in line.strip("{} ").split(";") if s.strip() and not s.strip().startswith(".")]
         outputs = [r for s in statements if (r := _result(s))]
-        if any(s.startswith(_LANE_OPS) or any(src in s for src in _LANE_SOURCES) for s in statements):
+        if any(s.startswith(_LANE_OPS) or any(src in s for src in sources) for s in statements):
             state.update(dict.fromkeys(outputs, "lane"))
         elif any(s.startswith(_WARP_OPS) for s in statements):
             for output in outputs:
                 state.pop(output, None)
         else:
             for statement in statements:
-                _transfer(statement, state)
+                _transfer(statement, state, sources)
         return
     guard = _GUARD.match(line)
     statement = line[guard.end() :] if guard else line
@@ -160,15 +167,15 @@ def _transfer(line: str, state: dict[str, str]) -> None:
     result = _result(statement)
     if result is None:
         return
-    sources = [p.strip() for p in operands.split(",")[1:]]
-    registers = _REGISTER.findall(",".join(sources))
+    inputs = [p.strip() for p in operands.split(",")[1:]]
+    registers = _REGISTER.findall(",".join(inputs))
     if guard and guard.group(1) in state:
         state[result] = "lane"
-    elif op.startswith(_WARP_OPS) or _warp_index(op, sources, state):
+    elif op.startswith(_WARP_OPS) or _warp_index(op, inputs, state):
         state.pop(result, None)
-    elif sources[:1] == ["%tid.x"] or (op.startswith(("mov.", "cvt.")) and state.get(sources[0]) == "tid"):
+    elif inputs[:1] == ["%tid.x"] or (op.startswith(("mov.", "cvt.")) and state.get(inputs[0]) == "tid"):
         state[result] = "tid"
-    elif op.startswith(_LANE_OPS) or any(s in operands for s in _LANE_SOURCES) or any(r in state for r in registers):
+    elif op.startswith(_LANE_OPS) or any(s in operands for s in sources) or any(r in state for r in registers):
         state[result] = "lane"
     elif not guard:  # a guarded write keeps what the register held on the other lanes
         state.pop(result, None)

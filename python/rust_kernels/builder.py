@@ -246,7 +246,7 @@ def _check_ptx(kernel: Kernel, ptx: str, crate: Path) -> None:
         raise BuildError(f"the PTX built from {crate} has no `.visible .entry {entry}`: is it marked #[kernel]?")
     if ".extern .func" in ptx:
         raise BuildError(f"the PTX built from {crate} references unresolved external functions (.extern .func)")
-    hazards = barriers.divergent_barriers(ptx)
+    hazards = barriers.divergent_barriers(ptx, kernel.block_dim[0])
     if hazards:
         (crate / "kernel.ptx").write_text(ptx)
         first = hazards[0]

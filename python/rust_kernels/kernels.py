@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Iterable
 from functools import cached_property
 
@@ -20,6 +21,8 @@ from rust_kernels import codegen, resources
 from rust_kernels.dtypes import DTYPES, FloatType
 from rust_kernels.errors import ArgumentError
 from rust_kernels.spec import FREE, KernelSpec, check_unique, load_specs
+
+MAX_THREADS = 1024  # a CTA's threads on every GPU since compute capability 2.0
 
 
 class Kernel:
@@ -55,6 +58,10 @@ class Kernel:
         self.dtype = dtype
         self.param_dtype = param_dtype or dtype
         self.const_values = tuple(values[c.field] for c in spec.consts)
+        if math.prod(self.block_dim) > MAX_THREADS:
+            shown = " x ".join(f"{d}={self.consts[d]}" if isinstance(d, str) else str(d) for d in spec.block)
+            raise ArgumentError(f"block: {spec.name}'s CTA is {shown} = {math.prod(self.block_dim)} threads; "
+                                f"a CTA holds at most {MAX_THREADS}")  # fmt: skip
 
     # --- the original's fields -------------------------------------------------------------------------------
     @property
