@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "examples" / "rows"))
 sys.path.insert(0, str(ROOT / "python"))
-import run
+import run  # noqa: E402
 
 
 def pow2(v: float) -> int:
