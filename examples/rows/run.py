@@ -142,8 +142,8 @@ CASES = [
         functools.partial(gelu_bound, approximate=True),
     ),
     # The most a thread holds (measured on the H200: docs/results/h200-2026-12-06-rows-plans/): softmax's f32 values
-    # 64 of f32, 32 of 16-bit data; the norms four 16-byte packs of storage (f32 LayerNorm holding eight ran at
-    # 0.5-0.77 of a copy from 4096 columns, four at 0.71-0.94).
+    # 64 of f32, 32 of 16-bit data; the norms four 16-byte packs of storage (f32 LayerNorm holding eight packs ran
+    # at 0.56-0.77 of a copy from 4096 columns, four at 0.71-0.94).
     Case("softmax", {}, (), False, softmax, softmax_bound, held=lambda size: min(64, 16 * size)),
     Case("layer_norm_forward", {}, ("weight", "bias"), True, layer_norm, layer_norm_bound, held=four_packs),
     Case("rms_norm_forward", {}, ("weight",), True, rms_norm, rms_norm_bound, held=four_packs),
