@@ -184,8 +184,8 @@ def _transfer(line: str, state: dict[str, str], sources: tuple[str, ...]) -> Non
 def _warp_index(op: str, sources: list[str], state: dict[str, str]) -> bool:
     """Whether the instruction divides `%tid.x` by a multiple of 32 (a shift right by 5 or more, or a division by
     such a constant), or compares it with a warp boundary (`tid < 32 k`, as LLVM writes `tid / 32 < k`): the warp's
-    index, or a test of it, equal across its lanes where a block's x extent is a multiple of 32 (the package's blocks
-    are 1-D and so)."""
+    index, or a test of it, equal across its lanes where a block's x extent is a multiple of 32 (so are the
+    package's kernels' blocks)."""
     if len(sources) != 2 or not (sources[0] == "%tid.x" or state.get(sources[0]) == "tid") or not sources[1].isdigit():
         return False
     amount = int(sources[1])

@@ -58,9 +58,10 @@ class Kernel:
         self.dtype = dtype
         self.param_dtype = param_dtype or dtype
         self.const_values = tuple(values[c.field] for c in spec.consts)
-        if math.prod(self.block_dim) > MAX_THREADS:
+        threads = math.prod(self.block_dim)
+        if threads > MAX_THREADS:
             shown = " x ".join(f"{d}={self.consts[d]}" if isinstance(d, str) else str(d) for d in spec.block)
-            raise ArgumentError(f"block: {spec.name}'s CTA is {shown} = {math.prod(self.block_dim)} threads; "
+            raise ArgumentError(f"block: {spec.name}'s CTA is {shown} = {threads} threads; "
                                 f"a CTA holds at most {MAX_THREADS}")  # fmt: skip
 
     # --- the original's fields -------------------------------------------------------------------------------
