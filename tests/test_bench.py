@@ -8,7 +8,7 @@ import io
 import math
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,24 @@ def test_gpu_timer_measures_the_call_only():
     assert gpu.flushes - flushes == 21  # L2 flushed before each repetition
     spins = gpu.sleeps[-21:]
     assert len(set(spins)) == 1 and spins[0] >= timing.SLEEP_US * FakeGpu.CYCLES_PER_US
+
+
+def test_gpu_timer_interleaves_calls_so_a_change_of_the_gpus_speed_falls_on_each_alike():
+    gpu, order = FakeGpu(), []
+
+    def kernel(name: str) -> Callable[[], None]:
+        def call() -> None:
+            order.append(name)
+            gpu.clock_us += 9.0 if len(order) > 30 else 10.0  # the GPU speeds up midway
+
+        return call
+
+    timer = timing.GpuTimer(gpu, reps=21)
+    us = timer.medians_us({"ours": kernel("ours"), "copy": kernel("copy")})
+    assert order[-42:] == ["ours", "copy"] * 21  # each repetition times every call in turn
+    assert us == {"ours": 10.0, "copy": 10.0}
+    order.clear()  # the same calls timed one after the other: the later one gains the speed-up alone
+    assert (timer.median_us(kernel("ours")), timer.median_us(kernel("copy"))) == (10.0, 9.0)
 
 
 def test_host_and_gpu_us_per_iteration():
@@ -450,8 +468,8 @@ def test_a_failing_column_is_na_and_its_reason_printed_once():
         "extra": lambda: 99.0,  # not a column the report knows: not measured
     }
 
-    def measure(call: Callable[[], float]) -> float:
-        return call()
+    def measure(timed: Mapping[str, Callable[[], float]]) -> dict[str, float]:
+        return {column: call() for column, call in timed.items()}
 
     first = ops.measure_columns(calls, measure, failures, BWD, "8x32x8x8 bf16")
     second = ops.measure_columns(calls, measure, failures, BWD, "32x256x56x56 bf16")
@@ -461,6 +479,28 @@ def test_a_failing_column_is_na_and_its_reason_printed_once():
     assert out.getvalue().splitlines() == [f"  torch n/a for {BWD} 8x32x8x8 bf16: {reason}"]
     assert failures.failed("torch") and not failures.failed("ours")
     assert failures.lines() == [f"{BWD} torch: n/a in 2 case(s); first reason: {reason}"]
+
+
+def test_a_column_failing_only_while_timed_is_na_and_the_others_are_timed_alone():
+    out = io.StringIO()
+    failures = ops.Failures(out)
+    runs = {"ours": 0, "torch": 0}
+
+    def call(column: str, us: float, fails_after: int | None = None) -> Callable[[], float]:
+        def run() -> float:
+            runs[column] += 1
+            if fails_after is not None and runs[column] > fails_after:
+                raise RuntimeError("CUDA out of memory")
+            return us
+
+        return run
+
+    def measure(timed: Mapping[str, Callable[[], float]]) -> dict[str, float]:
+        return {column: max(c() for c in [call] * 3) for column, call in timed.items()}
+
+    calls = {"ours": call("ours", 1.0), "torch": call("torch", 2.0, fails_after=2)}
+    assert ops.measure_columns(calls, measure, failures, BWD, "8x32x8x8 bf16") == {"ours": 1.0, "torch": None}
+    assert out.getvalue() == f"  torch n/a for {BWD} 8x32x8x8 bf16: RuntimeError: CUDA out of memory\n"
 
 
 def test_families_without_bench_support_are_named():

@@ -60,6 +60,28 @@ def test_the_readme_shows_the_softmax_body_as_it_is():
     assert shown == (EXAMPLES / "rows" / "softmax.rs.j2").read_text()
 
 
+@pytest.mark.parametrize(("n", "elements", "finite"), [(1001, 32, 3), (5000, 8, 40)])
+def test_a_softmax_row_masked_with_minus_infinity_matches_torch(rows, n, elements, finite):
+    """Masked positions (-inf) are 0 and the rest a softmax of the finite values, also where whole threads of the
+    CTA hold nothing but -inf; a row masked entirely is NaN, as torch's. N = 1001 with 32 a thread: the row held in
+    registers; 5000 with 8: streamed."""
+    import rust_kernels
+
+    case = next(c for c in rows.CASES if c.name == "softmax")
+    x = np.random.default_rng(3).normal(0, 4, (3, n)).astype(np.float32)
+    x[0, :-finite] = -np.inf  # the first row: finite values in its last threads' elements only
+    x[1, ::2] = -np.inf
+    x[2] = -np.inf
+    kernel = rows.kernel_for(case, "f32", 32, {"elements": elements, "rows": 1})
+    y = np.zeros_like(x)
+    rust_kernels.compile(kernel, target="host").get_kernel().launch(
+        *rows.dims(3, 32, {"rows": 1}), rows.launch_args(case, kernel, {"x": x}, y)
+    )
+    want = torch.softmax(torch.from_numpy(x).double(), dim=1).numpy()
+    np.testing.assert_allclose(y[:2], want[:2], rtol=1e-5, atol=1e-7)
+    assert np.isnan(y[2]).all() and np.isnan(want[2]).all()
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "f32"])
 def test_the_softmax_writes_each_pack_of_its_tile_in_one_16_byte_store(rows, dtype):
     """The row held in registers is written a 16-byte pack a store: its lanes written one by one (as before

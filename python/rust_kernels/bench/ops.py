@@ -55,21 +55,33 @@ class Failures:
 
 def measure_columns(
     calls: Mapping[str, Callable[[], Any]],
-    measure: Callable[[Callable[[], Any]], float],
+    measure: Callable[[Mapping[str, Callable[[], Any]]], dict[str, float]],
     failures: Failures,
     family: str,
     where: str,
 ) -> dict[str, float | None]:
-    """`measure(call)` for each known column the family has, in report order; None where it raised (a failing
-    column must not end the run nor lose the other columns)."""
+    """`measure(calls)` (GpuTimer.medians_us: interleaved) over each known column the family has, in report order;
+    None where a column raised (a failing column must not end the run nor lose the other columns). Each is called
+    once first; should one raise only later, inside `measure`, the columns are timed one at a time instead."""
     out: dict[str, float | None] = {}
+    working: dict[str, Callable[[], Any]] = {}
     for column in (c for c in COLUMNS if c in calls):
         try:
-            out[column] = measure(calls[column])
+            calls[column]()
+            working[column] = calls[column]
         except Exception as err:
             out[column] = None
             failures.record(family, column, where, err)
-    return out
+    try:
+        out |= measure(working) if working else {}
+    except Exception:
+        for column, call in working.items():
+            try:
+                out[column] = measure({column: call})[column]
+            except Exception as err:
+                out[column] = None
+                failures.record(family, column, where, err)
+    return {c: out[c] for c in COLUMNS if c in out}
 
 
 def measure_host(
@@ -149,7 +161,7 @@ def run(
     spread over the list. torch.compile is timed on every `compile_every`-th shape only (each shape compiles afresh,
     seconds each; 0: on none); elsewhere its column is n/a."""
     timer = GpuTimer(torch, reps)
-    gpu_time = timer.median_us
+    gpu_time = timer.medians_us
     out = Run()
     cases = []
     for family in families:
