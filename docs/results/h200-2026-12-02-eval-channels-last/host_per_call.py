@@ -1,7 +1,10 @@
 """Host µs per call (unsynchronised, back to back, median of interleaved rounds) of the eval ops and of a
 BatchNorm2d module's forward + backward, ours (converted) against torch's, NCHW and channels_last."""
-import statistics, time
+import statistics
+import time
+
 import torch
+
 import rust_kernels.torch as rkt
 from rust_kernels import ops
 

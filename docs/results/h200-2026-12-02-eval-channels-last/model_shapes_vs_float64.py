@@ -1,6 +1,7 @@
 """Eval-mode BatchNorm2d over channels_last at model shapes: ours (rk_torch.batch_norm_2d, tuned plans) and torch's,
 each against float64: y, dx, dweight, dbias relative errors (max |err| / max |ref|)."""
 import torch
+
 import rust_kernels.torch as rkt
 
 torch.manual_seed(0)
@@ -21,12 +22,21 @@ for shape in shapes:
     c = shape[1]
     x64 = (torch.randn(shape, device="cuda", dtype=torch.float64) * 2 + 0.5)
     dy64 = torch.randn(shape, device="cuda", dtype=torch.float64)
-    params = (torch.rand(c, device="cuda", dtype=torch.float64) + 0.5, torch.randn(c, device="cuda", dtype=torch.float64),
-              torch.randn(c, device="cuda", dtype=torch.float64) * 0.5, torch.rand(c, device="cuda", dtype=torch.float64) + 0.5)
+    params = (torch.rand(c, device="cuda", dtype=torch.float64) + 0.5,
+              torch.randn(c, device="cuda", dtype=torch.float64),
+              torch.randn(c, device="cuda", dtype=torch.float64) * 0.5,
+              torch.rand(c, device="cuda", dtype=torch.float64) + 0.5)
     want, _ = run(torch.nn.functional.batch_norm, x64, dy64, params, torch.float64, torch.float64)
     for dtype in (torch.float32, torch.bfloat16):
         theirs, _ = run(torch.nn.functional.batch_norm, x64, dy64, params, dtype, torch.float32)
         ours, y = run(rkt.batch_norm_2d, x64, dy64, params, dtype, torch.float32)
-        err = lambda a, w: float((a - w).abs().max() / w.abs().max())
-        line = " ".join(f"{n} {err(o, w):.1e}/{err(t, w):.1e}" for n, o, t, w in zip(("y", "dx", "dw", "db"), ours, theirs, want))
-        print(shape, str(dtype)[6:], "ours/torch:", line, "cl" if y.is_contiguous(memory_format=torch.channels_last) else "NOT CL", flush=True)
+
+        def err(a, w):
+            return float((a - w).abs().max() / w.abs().max())
+
+        line = " ".join(
+            f"{n} {err(o, w):.1e}/{err(t, w):.1e}"
+            for n, o, t, w in zip(("y", "dx", "dw", "db"), ours, theirs, want, strict=True)
+        )
+        layout = "cl" if y.is_contiguous(memory_format=torch.channels_last) else "NOT CL"
+        print(shape, str(dtype)[6:], "ours/torch:", line, layout, flush=True)

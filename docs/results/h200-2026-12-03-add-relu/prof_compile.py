@@ -1,7 +1,14 @@
 """Where a compiled ResNet-50 training step with our BN spends host time: cProfile over steps after warm-up."""
-import cProfile, pstats, sys, time
-import torch, torchvision
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+import torchvision
+
 import rust_kernels.torch as rk
+
 fmt = torch.channels_last if sys.argv[1] == "cl" else torch.contiguous_format
 torch.manual_seed(0)
 model = torchvision.models.resnet50().cuda().to(memory_format=fmt).train()
@@ -13,13 +20,23 @@ cmodel = torch.compile(model)
 def step():
     with torch.autocast("cuda", torch.bfloat16):
         loss = torch.nn.functional.cross_entropy(cmodel(x), y)
-    loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
-for _ in range(5): step()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+for _ in range(5):
+    step()
 torch.cuda.synchronize()
 t = time.perf_counter()
-for _ in range(5): step()
-torch.cuda.synchronize(); print("step ms", (time.perf_counter() - t) / 5 * 1e3)
-pr = cProfile.Profile(); pr.enable()
-for _ in range(5): step()
-torch.cuda.synchronize(); pr.disable()
-st = pstats.Stats(pr); st.sort_stats("tottime").print_stats(25); st.sort_stats("cumtime").print_stats(40)
+for _ in range(5):
+    step()
+torch.cuda.synchronize()
+print("step ms", (time.perf_counter() - t) / 5 * 1e3)
+pr = cProfile.Profile()
+pr.enable()
+for _ in range(5):
+    step()
+torch.cuda.synchronize()
+pr.disable()
+st = pstats.Stats(pr)
+st.sort_stats("tottime").print_stats(25)
+st.sort_stats("cumtime").print_stats(40)

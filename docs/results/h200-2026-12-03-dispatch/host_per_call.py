@@ -52,7 +52,8 @@ def per_call():
         rows = []
         rows.append(("forward: op.fast (the native fast path alone)",
                      host_us(lambda: activation.FORWARD.fast(tensors, scalars))))
-        rows.append(("forward: run_cuda (the CUDA kernel's body)", host_us(lambda: library.run_cuda(activation.FORWARD, *tensors, *scalars))))
+        rows.append(("forward: run_cuda (the CUDA kernel's body)",
+                     host_us(lambda: library.run_cuda(activation.FORWARD, *tensors, *scalars))))
         rows.append(("forward: operator, scalars by name (Inductor's call), no_grad",
                      host_us(lambda: fwd(*tensors, momentum=0.1, eps=1e-5, activation="relu"))))
         rows.append(("forward: operator, positional, no_grad", host_us(lambda: fwd(*tensors, *scalars))))
@@ -92,10 +93,10 @@ def step_profile(fmt_name):
 
         def step():
             with torch.autocast("cuda", torch.bfloat16):
-                loss = torch.nn.functional.cross_entropy(cmodel(x), y)
+                loss = torch.nn.functional.cross_entropy(cmodel(x), y)  # noqa: B023 (called in this iteration)
             loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            opt.step()  # noqa: B023 (called in this iteration)
+            opt.zero_grad(set_to_none=True)  # noqa: B023 (called in this iteration)
         for _ in range(6):
             step()
         torch.cuda.synchronize()
@@ -106,7 +107,8 @@ def step_profile(fmt_name):
         print(f"== {name} {fmt_name}: CPU-side events per step (count, total ms, mean µs)")
         keys = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
         for e in keys[:18]:
-            print(f"  {e.count // 3:6d}  {e.self_cpu_time_total / 3e3:8.2f} ms self  {e.cpu_time_total / max(e.count, 1):8.1f} µs  {e.key[:90]}")
+            print(f"  {e.count // 3:6d}  {e.self_cpu_time_total / 3e3:8.2f} ms self  "
+                  f"{e.cpu_time_total / max(e.count, 1):8.1f} µs  {e.key[:90]}")
         for e in keys:
             if "Launch" in e.key or e.key.startswith("rust_kernels::"):
                 print(f"  launch/op {e.key[:60]}: {e.count // 3} per step, mean {e.cpu_time_total / e.count:.1f} µs,"

@@ -1,8 +1,10 @@
 """Times the tiled row kernels over (block, elements) plans for long rows (a one-off plan sweep)."""
 import sys
+
 sys.path.insert(0, "examples/rows")  # run from the repository root
-import run  # noqa: E402
-import rust_kernels  # noqa: E402
+import run
+
+import rust_kernels
 
 CONFIGS = [(b, e) for b in (64, 128, 256, 512, 1024) for e in (8, 16, 32, 64)]
 SHAPES = [2048, 4096, 8192, 16384]
@@ -24,6 +26,7 @@ def build():
 
 def time():
     import torch
+
     from rust_kernels.bench.timing import GpuTimer
     timer = GpuTimer(torch, 20)
     for case in (c for c in run.CASES if c.tiled):
@@ -33,9 +36,9 @@ def time():
                 m = 2**24 // n
                 x = torch.randn(m, n, device="cuda", dtype=tdtype) * 3
                 extra = [torch.rand(n, device="cuda", dtype=tdtype) + 0.5 for _ in case.extra]
-                data = {"x": x, **dict(zip(case.extra, extra))}
+                data = {"x": x, **dict(zip(case.extra, extra, strict=True))}
                 y = torch.empty_like(x)
-                copy = timer.median_us(lambda: y.copy_(x))
+                copy = timer.median_us(lambda: y.copy_(x))  # noqa: B023 (timed at once)
                 cells = []
                 for b, e in plans(n, 16 // x.element_size()):
                     kernel = run.kernel_for(case, dtype, b, {"elements": e})

@@ -18,7 +18,9 @@ def timings(exports: list[str]) -> dict[tuple[str, str], dict[str, float]]:
     """(key, op) -> plan label -> us; the add + ReLU backward's entries under the training backward's label."""
     out: dict[tuple[str, str], dict[str, float]] = collections.defaultdict(dict)
     for path in exports:
-        for e in json.loads(gzip.decompress(open(path, "rb").read()))["entries"].values():
+        with open(path, "rb") as f:
+            entries = json.loads(gzip.decompress(f.read()))["entries"]
+        for e in entries.values():
             if e.get("us") is None:
                 continue
             mask, _, rest = e["plan"].partition(" + ")
@@ -40,7 +42,9 @@ def rules(python_dir: str, out_path: str, exports: list[str]) -> None:
         if order is None:
             continue
         storage, param = common.split_key(dtype_key)
-        for which, act in [("backward", 0)] if op == "add_relu" else [(w, a) for w in ("forward", "backward") for a in (0, 1)]:
+        for which, act in (
+            [("backward", 0)] if op == "add_relu" else [(w, a) for w in ("forward", "backward") for a in (0, 1)]
+        ):
             rule = training.plan(which, tuple(shape), storage, param, alignment, sms, True, act)
             if rule.label not in labels:
                 continue
@@ -51,12 +55,16 @@ def rules(python_dir: str, out_path: str, exports: list[str]) -> None:
             bytes_ = rows * training.lanes(vectorized, storage) * DTYPES[storage].size
             out[f"{key}|{op}|{which}|{act}"] = [rule.label, labels[rule.label], dtype_key, which, op,
                                                 labels.get(narrow), bytes_]
-    json.dump(out, open(out_path, "w"))
+    with open(out_path, "w") as f:
+        json.dump(out, f)
     print(f"{len(out)} key-directions with the rule's plan timed")
 
 
 def compare(old_path: str, new_path: str) -> None:
-    old, new = json.load(open(old_path)), json.load(open(new_path))
+    with open(old_path) as f:
+        old = json.load(f)
+    with open(new_path) as f:
+        new = json.load(f)
     groups = collections.defaultdict(list)
     for k in set(old) & set(new):
         if old[k][0] != new[k][0]:

@@ -1,5 +1,6 @@
 """Per key tuned in tune_cl.json.gz: the tuner's best one-launch channels_last plan against its best two-launch plan
-(times from the export over those of the shipped table before it), per direction, with what the rule (training.columns_rule) takes.
+(times from the export over those of the shipped table before it), per direction, with what the rule
+(training.columns_rule) takes.
 Run from the repository root after the export was taken, before it was merged:
     PYTHONPATH=python python3 docs/results/h200-2026-12-02-cl-one-launch/scripts/one_launch_vs_two.py TABLE EXPORT
 """
@@ -13,7 +14,13 @@ from collections import defaultdict
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import training as t
 
-table, export = (json.loads(gzip.decompress(open(p, "rb").read())) for p in sys.argv[1:3])
+
+def load(path):
+    with open(path, "rb") as f:
+        return json.loads(gzip.decompress(f.read()))
+
+
+table, export = (load(p) for p in sys.argv[1:3])
 times = {}
 for source in (table, export):
     for record in source["entries"].values():
@@ -55,7 +62,8 @@ for (key, which), timed in by_key.items():
         )
     )
 print(
-    f"{'x MB':>7} {'two/one':>7} {'shape':>18} {'dtype':9} {'act':4} {'op':8} {'two us':>7} {'one us':>7} {'column KB':>9}  rule's (block, cols); best one-launch"
+    f"{'x MB':>7} {'two/one':>7} {'shape':>18} {'dtype':9} {'act':4} {'op':8} {'two us':>7} {'one us':>7} "
+    f"{'column KB':>9}  rule's (block, cols); best one-launch"
 )
 for r in sorted(rows):
     print(
@@ -66,5 +74,6 @@ print()
 for (which, dtype_key, act, ruled), ratios in sorted(groups.items()):
     print(
         f"{which:8} {dtype_key:9} act {act:4} rule takes it: {ruled!s:5} keys {len(ratios):3}  two/one median "
-        f"{statistics.median(ratios):.2f}  min {min(ratios):.2f}  max {max(ratios):.2f}  one faster on {sum(x > 1 for x in ratios)}"
+        f"{statistics.median(ratios):.2f}  min {min(ratios):.2f}  max {max(ratios):.2f}  "
+        f"one faster on {sum(x > 1 for x in ratios)}"
     )

@@ -1,5 +1,4 @@
 """Why the tuner's event spans exceed the kernels: host time, capture status, graph nodes, a profiler timeline."""
-import statistics
 import sys
 import time
 import traceback
@@ -48,7 +47,10 @@ def study(plan, launch, stream, info):
         launch(plan)
     ev.record(b, h)
     driver.check(drv.cuEventSynchronize(b), "sync")
-    print(f"  host us per launch(plan): {host:.1f}; GPU us per call when issued back to back: {span(ev, a, b) / 200:.1f}")
+    print(
+        f"  host us per launch(plan): {host:.1f}; "
+        f"GPU us per call when issued back to back: {span(ev, a, b) / 200:.1f}"
+    )
     # b. manual capture
     mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
     print("  begin capture:", drv.cuStreamBeginCapture(h, mode)[0])
@@ -84,7 +86,10 @@ def study(plan, launch, stream, info):
         evs.sort(key=lambda e: e.time_range.start)
         t0 = evs[0].time_range.start if evs else 0
         for e in evs:
-            print(f"    {e.time_range.start - t0:9.1f} {e.time_range.end - t0:9.1f} {e.time_range.end - e.time_range.start:7.1f}  {e.name[:70]}")
+            print(
+                f"    {e.time_range.start - t0:9.1f} {e.time_range.end - t0:9.1f} "
+                f"{e.time_range.end - e.time_range.start:7.1f}  {e.name[:70]}"
+            )
     # d. a graph of 20 [ev, plan, ev] without flush
     pairs = [ev.pair() for _ in range(20)]
     print("  begin capture:", drv.cuStreamBeginCapture(h, mode)[0])

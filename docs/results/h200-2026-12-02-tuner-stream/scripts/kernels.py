@@ -1,9 +1,11 @@
 """Per-kernel GPU times (torch.profiler, L2 flushed between iterations) of ours / compile / eager / bound."""
 import sys
+
 import torch
+from torch.profiler import ProfilerActivity, profile
+
 from rust_kernels.bench import ops as bops
 from rust_kernels.bench.baselines import baseline
-from torch.profiler import profile, ProfilerActivity
 
 N = 5
 flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")

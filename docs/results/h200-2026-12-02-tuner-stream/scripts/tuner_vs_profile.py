@@ -26,7 +26,10 @@ tuning.use("force")
 tflush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 torch.cuda._sleep(1_000_000)
-s.record(); torch.cuda._sleep(1_000_000); e.record(); e.synchronize()
+s.record()
+torch.cuda._sleep(1_000_000)
+e.record()
+e.synchronize()
 CYC = 1_000_000 / (s.elapsed_time(e) * 1e3)
 print(f"cycles/us {CYC:.0f}")
 
@@ -109,7 +112,10 @@ for spec in sys.argv[1].split(";"):
     for plans, launch, stream, info, res in captured:
         ok = [i for i, (us, _) in enumerate(res) if us is not None][:MAXP]
         ps = [plans[i] for i in ok]
-        print(f"\n## {fam} {shape} {dtype}: {len(plans)} candidates, {len(ps)} shown; tuner(orig) | variants | profiler")
+        print(
+            f"\n## {fam} {shape} {dtype}: {len(plans)} candidates, {len(ps)} shown; "
+            "tuner(orig) | variants | profiler"
+        )
         cols = {"orig": [res[i][0] for i in ok]}
         for name, kw in VARIANTS.items():
             cols[name] = measure(ps, launch, stream, info, **kw)
@@ -123,5 +129,8 @@ for spec in sys.argv[1].split(";"):
         best_prof = min(range(len(ps)), key=lambda j: cols["prof"][j])
         for c in cols:
             pick = min(range(len(ps)), key=lambda j: cols[c][j])
-            print(f"  pick {c:>13s}: plan {pick} prof {cols['prof'][pick]:.1f} us (best prof {cols['prof'][best_prof]:.1f})")
+            print(
+                f"  pick {c:>13s}: plan {pick} prof {cols['prof'][pick]:.1f} us "
+                f"(best prof {cols['prof'][best_prof]:.1f})"
+            )
     sys.stdout.flush()
