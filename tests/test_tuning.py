@@ -420,6 +420,38 @@ def test_training_candidates_at_hw_1_include_the_channels_last_kernels_and_run_r
                                + bias[:, None, None], rtol=1e-4, atol=1e-5)  # fmt: skip
 
 
+def test_eval_candidates_at_hw_1_include_the_channels_last_kernels_and_run_right_in_the_emulator():
+    """The eval ops at H*W = 1 too: the NCHW ops' candidates include the channels_last kernels (rows of C read
+    coalesced, where the NCHW kernels read a channel's values C apart), which give the NCHW plan's results."""
+    from rust_kernels import ops
+
+    shape = (6, 40, 1, 1)
+    rng = np.random.default_rng(1)
+    dy, x = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    weight, bias = rng.uniform(0.5, 1.5, 40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    mean, var = rng.standard_normal(40).astype(np.float32), rng.uniform(0.5, 2, 40).astype(np.float32)
+    calls = {
+        ops.batch_norm_2d_nchw_forward_inference: (x, weight, bias, mean, var),
+        ops.batch_norm_2d_nchw_backward: (dy, x, weight, mean, var),
+    }
+    rstd = 1 / np.sqrt(var.astype(np.float64) + 1e-5)
+    xhat = (x - mean[:, None, None]) * rstd[:, None, None]
+    expected = {
+        ops.batch_norm_2d_nchw_forward_inference: (xhat * weight[:, None, None] + bias[:, None, None],),
+        ops.batch_norm_2d_nchw_backward: (dy * (weight * rstd)[:, None, None], (dy * xhat).sum((0, 2, 3)),
+                                          dy.sum((0, 2, 3))),
+    }  # fmt: skip
+    for fn, arrays in calls.items():
+        _, problem = fn.op.problem(arrays, tuple(s.default for s in fn.op.scalars), "host")
+        candidates = fn.op.candidates(problem, Placement(16, 1))
+        assert {getattr(c.kernel, "channels_last", 0) for c in candidates} == {0, 1}
+        nhwc = next(c for c in candidates if getattr(c.kernel, "channels_last", 0))
+        for plan in (candidates[0], nhwc):
+            out = fn(*arrays, backend="host", plan=plan)
+            for got, want in zip(out if isinstance(out, tuple) else (out,), expected[fn], strict=True):
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_call_asks_for_its_plan_on_the_stream_it_launches_on(monkeypatch):
     """The tuner times on the call's stream: a call without a decided signature hands plan_for that stream (0 on
     the host), so that on a GPU the candidates are timed at all."""

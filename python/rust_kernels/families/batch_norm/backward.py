@@ -30,6 +30,9 @@ WARP_MAX_UNITS = 2048
 # reductions) than on streaming: 2 unrolled steps of a 128-thread CTA.
 MIN_UNITS_PER_CTA = 1024
 SPLIT_BLOCKS = (128, 256, 512)  # the split and warp kernels' CTA sizes (their specs' range)
+# H*W = 1 from this size of x on: the channels_last kernel, whose rows of C are read coalesced where the warp kernel
+# reads a channel's values C apart (H100: 1024x2048 f32 46.7 -> 18.4 us; below, 0.9-1.1x either way).
+NHWC_MIN_BYTES = 128 << 10
 KERNELS = (BatchNorm2dNchwBackward, BatchNorm2dNchwBackwardSplit, BatchNorm2dNchwBackwardWarp)
 
 
@@ -62,7 +65,10 @@ def seed(channels: int, block_hw: int, dtype: str) -> Plan:
 def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, deterministic: bool = True,
          block_hw: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
     """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx;
-    `activation`: through that fused activation's gradient (the split kernel only)."""
+    `activation`: through that fused activation's gradient (the split kernel, or at H*W = 1 the channels_last
+    one)."""
+    if block_hw is None and common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
+        return frozen.plan("backward", shape, dtype, param, alignment, sms, activation)
     batches, channels, height, width = shape
     hw = height * width
     vectorized = common.vector_mode(hw, dtype, alignment)
@@ -102,13 +108,16 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
             slices *= 2
         if vectorized == 0 and units <= 4 * WARP_MAX_UNITS and not activation:
             out.append(warp(channels, block, 0, dtype, param))
+    if common.both_layouts(shape):
+        out += frozen._candidates("backward", shape, dtype, param, alignment, sms, activation)
     return tuple(dict.fromkeys(out))
 
 
 def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times: the rule's plan; the split kernel at each CTA size, unsplit and split in powers of
-    two while the grid stays within 4 CTAs per SM and every thread has a unit; the warp kernel where no packs fit.
-    None where the caller fixed the CTA size (block_hw)."""
+    two while the grid stays within 4 CTAs per SM and every thread has a unit; the warp kernel where no packs fit;
+    where H*W = 1, the channels_last kernel's candidates too (frozen.candidates). None where the caller fixed the
+    CTA size (block_hw)."""
     if problem.scalars.get("block_hw") is not None:
         return ()
     return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
@@ -153,7 +162,7 @@ NCHW = Op(
     outputs=OUTPUTS,
     describe=common.describe("batch_norm_2d_nchw_backward", "x", ("x", "dy"), PER_CHANNEL),
     choose=choose,
-    kernels=KERNELS,
+    kernels=KERNELS + frozen.BACKWARD_KERNELS,
     aligned=("dy", "x", "dx"),
     candidates=candidates,
 )

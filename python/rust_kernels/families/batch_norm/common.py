@@ -146,6 +146,19 @@ def memory_order(x_name: str, same: dict[str, Any]) -> tuple[int, ...] | None:
     return order
 
 
+def both_layouts(shape: Shape4) -> bool:
+    """Whether NCHW memory of `shape` is NHWC memory too (H*W = 1, C > 1: each image one row of C), so that an NCHW
+    call may run the channels_last kernels, which read such rows coalesced where the NCHW ones read a channel's
+    values C apart."""
+    return shape[2] * shape[3] == 1 and shape[1] > 1
+
+
+def nhwc_rule(shape: Shape4, dtype: str, min_bytes: int) -> bool:
+    """Whether an NCHW eval rule runs the channels_last kernels: both layouts, x of `min_bytes` or more (below, the
+    NCHW kernels' smaller fixed cost wins; measured on an H100, docs/results/h100-2026-12-06-hw1/)."""
+    return both_layouts(shape) and shape[0] * shape[1] * DTYPES[dtype].size >= min_bytes
+
+
 def native_orders(scalars: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
     """The memory orders besides NCHW the torch-native ops read: channels_last, in both modes."""
     return (CHANNELS_LAST,)

@@ -23,6 +23,11 @@ WAVES = 4  # the flat kernel's grid: at most this many waves of full SMs, each t
 KERNELS = (BatchNorm2dNchwForwardInference, BatchNorm2dNchwForwardInferenceFlat, BatchNorm2dNchwForwardInferenceTiled)
 TILED_BLOCKS = (128, 256)  # the tiled kernel's CTA sizes (its spec's range)
 TILE = 4  # units per thread of a tile (the tiled kernel's template)
+# H*W = 1 from this size of x on: the channels_last kernel, which loads packs of a row of C where the streaming one
+# loads single elements, each thread on NHWC_UNITS of them (H100: 1024x4096 bf16 21.1 -> 11.9 us; below, it is
+# up to 1 us slower).
+NHWC_MIN_BYTES = 2 << 20
+NHWC_UNITS = 8
 
 
 def seed(shape: common.Shape4, dtype: str, param: str, block_hw: int | None = None) -> Plan:
@@ -56,9 +61,15 @@ def tiled(shape: common.Shape4, dtype: str, param: str, vectorized: int, block: 
 def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, block_hw: int | None = None) -> Plan:
     """The streaming kernel in the widest pack that the rows and the pointers' `alignment` allow (the seed kernel's
     grid [C, B] leaves threads idle on small rows and loads one element at a time: measured on the H200 at
-    0.23-0.69 of the memory bound, f32); `block_hw` runs the seed kernel with that CTA size instead."""
+    0.23-0.69 of the memory bound, f32), at H*W = 1 from NHWC_MIN_BYTES on the channels_last kernel (NHWC_UNITS a
+    thread); `block_hw` runs the seed kernel with that CTA size instead."""
     if block_hw is not None:
         return seed(shape, dtype, param, block_hw)
+    if common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
+        # Not the training normalize's grid, about a unit a thread there: a thread computes its column's coefficients
+        # before it loads x, so it must stream enough to cover them.
+        packs = training.vector_mode(shape, dtype, alignment, True)
+        return frozen.forward(shape, dtype, param, packs, sms, frozen.thread_grid(shape, dtype, packs, NHWC_UNITS))
     vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
     return flat(shape, dtype, param, vectorized, sms)
 
@@ -76,13 +87,16 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
     out += [tiled(shape, dtype, param, vectorized, block) for block in TILED_BLOCKS]
     if shape[0] <= MAX_GRID_Y:
         out.append(seed(shape, dtype, param))
+    if common.both_layouts(shape):
+        out += frozen._candidates("forward", shape, dtype, param, alignment, sms)
     return tuple(dict.fromkeys(out))
 
 
 def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times: the rule's plan, the streaming kernel at each CTA size with 1 to 8 waves of CTAs,
-    the tiled kernel (coefficients per tile, for small rows) and the original kernel (a CTA per row). None where the
-    caller fixed the CTA size (block_hw)."""
+    the tiled kernel (coefficients per tile, for small rows), the original kernel (a CTA per row) and, where
+    H*W = 1, the channels_last kernel's candidates (frozen.candidates). None where the caller fixed the CTA size
+    (block_hw)."""
     if problem.scalars.get("block_hw") is not None:
         return ()
     return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms)  # type: ignore[arg-type]
@@ -130,7 +144,7 @@ NCHW = Op(
         "batch_norm_2d_nchw_forward_inference", "x", ("x",), ("weight", "bias", "running_mean", "running_var")
     ),
     choose=choose,
-    kernels=KERNELS,
+    kernels=KERNELS + frozen.FORWARD_KERNELS,
     aligned=("x", "y"),
     candidates=candidates,
 )

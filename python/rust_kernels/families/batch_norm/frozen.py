@@ -71,13 +71,18 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     return tuple(dict.fromkeys(out))
 
 
-def thread_grids(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool = True) -> list[int]:
-    """The forward's grids giving each thread UNITS_PER_THREAD units, for channels_last each a multiple of what keeps
-    a thread on one column of channel units."""
+def thread_grid(shape: common.Shape4, dtype: str, vectorized: int, per_thread: int, channels_last: bool = True) -> int:
+    """The forward's grid giving each thread `per_thread` units, for channels_last a multiple of what keeps a thread
+    on one column of channel units."""
     units = math.prod(shape) // training.lanes(vectorized, dtype)
     step = training.column_step(shape, dtype, vectorized) if channels_last else 1
-    per_cta = [-(-units // (training.ELEMENTWISE_BLOCK * n)) for n in UNITS_PER_THREAD]
-    return list(dict.fromkeys(max(step, -(-ctas // step) * step) for ctas in per_cta))
+    ctas = -(-units // (training.ELEMENTWISE_BLOCK * per_thread))
+    return max(step, -(-ctas // step) * step)
+
+
+def thread_grids(shape: common.Shape4, dtype: str, vectorized: int, channels_last: bool = True) -> list[int]:
+    """The forward's grids giving each thread UNITS_PER_THREAD units (thread_grid)."""
+    return list(dict.fromkeys(thread_grid(shape, dtype, vectorized, n, channels_last) for n in UNITS_PER_THREAD))
 
 
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:

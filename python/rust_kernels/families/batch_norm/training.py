@@ -433,7 +433,7 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
                 channels_last: bool, activation: int, persistent_on: bool) -> tuple[Plan, ...]:  # fmt: skip
     own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation)
     layouts = [channels_last]
-    if shape[2] * shape[3] == 1 and shape[1] > 1:  # NCHW is NHWC then: the channels_last kernels read rows of C
+    if common.both_layouts(shape):
         layouts.append(not channels_last)
     build = forward if which == "forward" else backward
     out = [own] + [p for layout in layouts
