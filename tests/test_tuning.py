@@ -452,6 +452,39 @@ def test_eval_candidates_at_hw_1_include_the_channels_last_kernels_and_run_right
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_the_rules_at_hw_1_take_the_channels_last_kernels_from_their_measured_sizes_on():
+    """At H*W = 1 each op's rule runs the channels_last kernels from the size of x where they were measured faster
+    (training 64 KiB, eval backward 128 KiB, eval forward 2 MiB), the NCHW ones below it; the training rule's
+    channels_last plan gives what the NCHW plan gives (emulator)."""
+    from rust_kernels import ops
+    from rust_kernels.families.batch_norm import training
+
+    def reads_nhwc(op, shape, scalars):
+        plan = op.choose(Problem(shape, "f32", "f32", {}, scalars, None), Placement(16, 132))
+        return any(training.reads_channels_last(launch.kernel) for launch in plan.launches)
+
+    train = {"training": True}
+    for op, scalars, elements in ((forward.NATIVE, train, 16 << 10), (backward.NATIVE, train, 16 << 10),
+                                  (backward.NCHW, {"deterministic": True}, 32 << 10),
+                                  (forward.NCHW, {}, 512 << 10)):  # fmt: skip
+        assert reads_nhwc(op, (elements // 1024, 1024, 1, 1), scalars)
+        assert not reads_nhwc(op, (elements // 2048, 1024, 1, 1), scalars)
+        assert not reads_nhwc(op, (elements // 1024, 1024, 1, 2), scalars)  # H*W = 2: NCHW memory only
+    shape = (16, 1024, 1, 1)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    weight, bias = rng.uniform(0.5, 1.5, 1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)
+    p = Problem(shape, "f32", "f32", {}, train, None)
+    nchw = next(c for c in forward.NATIVE.candidates(p, Placement(16, 132)) if not c.kernel.channels_last)
+    outs = []
+    for plan in (forward.NATIVE.choose(p, Placement(16, 132)), nchw):
+        mean, var = np.zeros(1024, np.float32), np.ones(1024, np.float32)
+        outs.append((*ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, 1e-5, backend="host",
+                                                plan=plan), mean, var))  # fmt: skip
+    for a, b in zip(*outs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_a_call_asks_for_its_plan_on_the_stream_it_launches_on(monkeypatch):
     """The tuner times on the call's stream: a call without a decided signature hands plan_for that stream (0 on
     the host), so that on a GPU the candidates are timed at all."""

@@ -4,16 +4,19 @@ it (the NCHW kernels'), timed interleaved with PyTorch eager, torch.compile of t
 each plan's outputs checked against the rule's plan and it against torch's (a one-off probe, from the repository
 root). Every plan's median goes to plans.csv.
 
-    python probe.py build DEST   # here: every candidate's sm_90 kernel, copied into DEST (a cache to carry)
+    python probe.py build DEST   # here: every candidate's sm_90 kernel (and the training ops'), into DEST to carry
     python probe.py time         # on the GPU (RUST_KERNELS_CACHE_DIR=DEST)
+    python probe.py entries DIR  # the tuning entries under DIR (a tuning cache's files) as CSV, on stdout
 """
 
+import csv
+import json
 import os
 import sys
 from pathlib import Path
 
 from rust_kernels import builder, cache, ops
-from rust_kernels.bench.baselines.batch_norm import Backward, ForwardInference
+from rust_kernels.bench.baselines.batch_norm import Backward, ForwardInference, Training
 from rust_kernels.bench.ops import device_tensors, reset_compiled
 from rust_kernels.families.batch_norm import backward, forward
 from rust_kernels.runtime import Placement
@@ -38,10 +41,25 @@ def candidates(fn, family, shape, dtype):
     return before, fn.op.candidates(problem, PLACEMENT)
 
 
+def training_candidates(shape, dtype):
+    """The training-mode forward's and backward's candidates (both layouts' kernels at H*W = 1 already), for
+    `bench --family batch_norm_2d_training` with the tuner on."""
+    family = Training(channels_last=False)
+    arrays = family.inputs((*shape, 1, 1), dtype)
+    x, weight, mean = arrays["x"], arrays["weight"], arrays["running_mean"]
+    saved = mean.astype("float32")
+    calls = ((ops.batch_norm_2d_forward, (x, weight, weight, mean, mean), (True, 0.1, 1e-5)),
+             (ops.batch_norm_2d_backward, (x, x, weight, mean, mean, saved, saved), (True, 1e-5, True)))  # fmt: skip
+    for fn, named, scalars in calls:
+        yield from fn.op.candidates(fn.op.problem(named, scalars, "host")[1], PLACEMENT)
+
+
 def build(dest: Path) -> None:
     kernels = {launch.kernel.id: launch.kernel for family, fn in FAMILIES.items() for shape in SHAPES
                for dtype in DTYPES for plan in (lambda b, c: (b, *c))(*candidates(fn, family, shape, dtype))
                for launch in plan.launches}  # fmt: skip
+    kernels.update((launch.kernel.id, launch.kernel) for shape in SHAPES for dtype in DTYPES
+                   for plan in training_candidates(shape, dtype) for launch in plan.launches)  # fmt: skip
     cache.export(builder.cached_entries([(k, "sm_90") for k in kernels.values()], builder.default_jobs()), dest)
     print(f"{len(kernels)} kernels in {dest}")
 
@@ -94,5 +112,14 @@ def time() -> None:
     Path(os.environ.get("OUT", "."), "plans.csv").write_text("\n".join(rows) + "\n")
 
 
+def entries(directory: Path) -> None:
+    out = csv.writer(sys.stdout)
+    out.writerow(("key", "plan", "us", "reason"))
+    for path in sorted(directory.glob("**/*.json")):
+        entry = json.loads(path.read_text())
+        out.writerow(entry[k] for k in ("key", "plan", "us", "reason"))
+
+
 if __name__ == "__main__":
-    build(Path(sys.argv[2])) if sys.argv[1] == "build" else time()
+    mode, *rest = sys.argv[1:]
+    {"build": build, "entries": entries, "time": time}[mode](*map(Path, rest))
