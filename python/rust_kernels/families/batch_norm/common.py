@@ -154,8 +154,9 @@ def both_layouts(shape: Shape4) -> bool:
 
 
 def nhwc_rule(shape: Shape4, dtype: str, min_bytes: int) -> bool:
-    """Whether an NCHW eval rule runs the channels_last kernels: both layouts, x of `min_bytes` or more (below, the
-    NCHW kernels' smaller fixed cost wins; measured on an H100, docs/results/h100-2026-12-06-hw1/)."""
+    """Whether the rule of an NCHW call (eval or training) runs the channels_last kernels: both layouts, x of
+    `min_bytes` or more (below, the NCHW kernels' smaller fixed cost wins; measured on an H100,
+    docs/results/h100-2026-12-06-hw1/)."""
     return both_layouts(shape) and shape[0] * shape[1] * DTYPES[dtype].size >= min_bytes
 
 
