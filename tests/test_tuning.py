@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rust_kernels import config, tuning
-from rust_kernels.families.batch_norm import backward, forward
+from rust_kernels.families.batch_norm import activation, backward, forward, frozen_fused, residual, training
 from rust_kernels.runtime import Placement, Problem
 
 GPU = tuning.Gpu("NVIDIA Test GPU", 8, "sm_90", 1 << 20)
@@ -80,7 +80,6 @@ def test_a_keys_candidates_are_named_with_each_distinct_kernels_source_key_compu
     kernel's source key once (rendering them per plan took 0.1-0.15 s a key), and the names are those each plan
     gets alone."""
     from rust_kernels import builder
-    from rust_kernels.families.batch_norm import training
 
     candidates = training._candidates("forward", (32, 64, 28, 28), "f32", "f32", 16, GPU.sms, False, 0, False)
     kernels = [launch.kernel for p in candidates for launch in p.launches]
@@ -396,26 +395,30 @@ def test_gpu_a_new_key_inside_graph_capture_is_not_timed_and_replays_right(monke
 
 
 def test_training_candidates_at_hw_1_include_the_channels_last_kernels_and_run_right_in_the_emulator():
-    """H*W = 1: NCHW memory is NHWC memory, so the channels_last kernels (rows of C, coalesced) are candidates of
-    an NCHW call, and give what the NCHW plan gives."""
+    """H*W = 1: NCHW memory is NHWC memory, so the channels_last kernels (rows of C, coalesced; one launch or two)
+    are candidates of an NCHW call, the rule's the one-launch one for this small tensor, and give what the NCHW plan
+    gives."""
     from rust_kernels import ops
 
     shape = (6, 40, 1, 1)
     p = Problem(shape, "f32", "f32", {}, {"training": True}, None)
     candidates = forward.NATIVE.candidates(p, Placement(16, 1))
-    layouts = {c.kernel.channels_last for c in candidates}
-    assert layouts == {0, 1}
+    nhwc = [c for c in candidates if training.reads_channels_last(c.kernel)]
+    assert len(nhwc) < len(candidates) and len(candidates[0].launches) == 1 and candidates[0] in nhwc
+    two = next(c for c in nhwc if len(c.launches) == 2)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(np.float32)
     weight, bias = rng.uniform(0.5, 1.5, 40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
     outs = []
-    for plan in (candidates[0], next(c for c in candidates if c.kernel.channels_last)):
+    nchw = next(c for c in candidates if not training.reads_channels_last(c.kernel))
+    for plan in (nchw, candidates[0], two):
         mean, var = np.zeros(40, np.float32), np.ones(40, np.float32)
         y, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, 1e-5,
                                                               backend="host", plan=plan)  # fmt: skip
         outs.append((y, save_mean, save_invstd, mean, var))
-    for a, b in zip(*outs, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for out in outs[1:]:
+        for a, b in zip(out, outs[0], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(outs[0][0], (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5) * weight[:, None, None]
                                + bias[:, None, None], rtol=1e-4, atol=1e-5)  # fmt: skip
 
@@ -452,30 +455,71 @@ def test_eval_candidates_at_hw_1_include_the_channels_last_kernels_and_run_right
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_fused_forwards_at_hw_1_run_right_on_both_layouts_kernels_in_the_emulator():
+    """The fused forwards (eval act and add + ReLU, training add + ReLU) at H*W = 1: their candidates hold both
+    layouts' kernels, and the NCHW plan and a channels_last one give y against a float64 reference."""
+    from rust_kernels import ops
+
+    shape, eps = (6, 40, 1, 1), 1e-5
+    rng = np.random.default_rng(3)
+    x, residual_ = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    weight, bias = rng.uniform(0.5, 1.5, 40).astype(np.float32), rng.standard_normal(40).astype(np.float32)
+    mean, var = rng.standard_normal(40).astype(np.float32), rng.uniform(0.5, 2, 40).astype(np.float32)
+    x64, chan = x.astype(np.float64), (lambda v: v.astype(np.float64)[:, None, None])
+    frozen = (x64 - chan(mean)) / np.sqrt(chan(var) + eps) * chan(weight) + chan(bias)
+    batch = (x64 - x64.mean(0)) / np.sqrt(x64.var(0) + eps) * chan(weight) + chan(bias)
+    calls = (
+        (ops.batch_norm_2d_act_eval_forward, (x, weight, bias, mean, var, eps, "relu"), np.maximum(frozen, 0)),
+        (ops.batch_norm_2d_add_relu_eval_forward, (x, residual_, weight, bias, mean, var, eps),
+         np.maximum(frozen + residual_, 0)),
+        (ops.batch_norm_2d_add_relu_forward, (x, residual_, weight, bias, mean, var, 0.1, eps),
+         np.maximum(batch + residual_, 0)),
+    )  # fmt: skip
+    for fn, args, want in calls:
+        arrays = args[: len(fn.op.inputs)]
+        _, problem = fn.op.problem(arrays, args[len(fn.op.inputs) :], "host")
+        candidates = fn.op.candidates(problem, Placement(16, 1))
+        layouts = {training.reads_channels_last(c.launches[-1].kernel): c for c in candidates}
+        assert set(layouts) == {False, True}, fn.op.name
+        for plan in layouts.values():
+            out = fn(*(a.copy() for a in args[:4]), *args[4:], backend="host", plan=plan)
+            np.testing.assert_allclose(out if fn.op.name.endswith("eval_forward") else out[0], want, rtol=1e-5,
+                                       atol=1e-5, err_msg=f"{fn.op.name} {plan.kernel.id}")  # fmt: skip
+
+
 def test_the_rules_at_hw_1_take_the_channels_last_kernels_from_their_measured_sizes_on():
     """At H*W = 1 each op's rule runs the channels_last kernels from the size of x where they were measured faster
-    (training 64 KiB, eval backward 128 KiB, eval forward 2 MiB), the NCHW ones below it; the training rule's
-    channels_last plan gives what the NCHW plan gives (emulator)."""
+    (the training add + ReLU forward 64 KiB, eval backward 128 KiB, through an activation 64 KiB, eval forward
+    2 MiB; its fused forms alike), the NCHW ones below it; the training ops' rule (alone or with an activation)
+    always, in one launch where the tensor is small; the training rule's plan gives what the NCHW plan gives
+    (emulator)."""
     from rust_kernels import ops
-    from rust_kernels.families.batch_norm import training
+
+    def chosen(op, shape, scalars):
+        return op.choose(Problem(shape, "f32", "f32", {}, scalars, None), Placement(16, 132))
 
     def reads_nhwc(op, shape, scalars):
-        plan = op.choose(Problem(shape, "f32", "f32", {}, scalars, None), Placement(16, 132))
-        return any(training.reads_channels_last(launch.kernel) for launch in plan.launches)
+        return any(training.reads_channels_last(launch.kernel) for launch in chosen(op, shape, scalars).launches)
 
-    train = {"training": True}
-    for op, scalars, elements in ((forward.NATIVE, train, 16 << 10), (backward.NATIVE, train, 16 << 10),
-                                  (backward.NCHW, {"deterministic": True}, 32 << 10),
-                                  (forward.NCHW, {}, 512 << 10)):  # fmt: skip
+    train, relu = {"training": True}, {"activation": "relu"}
+    for op, scalars, elements in ((residual.FORWARD, {}, 16 << 10), (backward.NCHW, {"deterministic": True}, 32 << 10),
+                                  (frozen_fused.ACT_BACKWARD, relu, 16 << 10),
+                                  (forward.NCHW, {}, 512 << 10), (frozen_fused.ACT_FORWARD, relu, 512 << 10),
+                                  (frozen_fused.ADD_RELU_FORWARD, {}, 512 << 10)):  # fmt: skip
         assert reads_nhwc(op, (elements // 1024, 1024, 1, 1), scalars)
         assert not reads_nhwc(op, (elements // 2048, 1024, 1, 1), scalars)
         assert not reads_nhwc(op, (elements // 1024, 1024, 1, 2), scalars)  # H*W = 2: NCHW memory only
+    for op, scalars in ((forward.NATIVE, train), (backward.NATIVE, train), (activation.FORWARD, relu)):
+        assert len(chosen(op, (4, 1024, 1, 1), scalars).launches) == 1 and reads_nhwc(op, (4, 1024, 1, 1), scalars)
+        assert reads_nhwc(op, (1024, 1024, 1, 1), scalars)
+        assert not reads_nhwc(op, (4, 1024, 1, 2), scalars)
     shape = (16, 1024, 1, 1)
     rng = np.random.default_rng(2)
     x = rng.standard_normal(shape).astype(np.float32)
     weight, bias = rng.uniform(0.5, 1.5, 1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)
     p = Problem(shape, "f32", "f32", {}, train, None)
-    nchw = next(c for c in forward.NATIVE.candidates(p, Placement(16, 132)) if not c.kernel.channels_last)
+    candidates = forward.NATIVE.candidates(p, Placement(16, 132))
+    nchw = next(c for c in candidates if not training.reads_channels_last(c.kernel))
     outs = []
     for plan in (forward.NATIVE.choose(p, Placement(16, 132)), nchw):
         mean, var = np.zeros(1024, np.float32), np.ones(1024, np.float32)

@@ -153,6 +153,12 @@ def both_layouts(shape: Shape4) -> bool:
     return shape[2] * shape[3] == 1 and shape[1] > 1
 
 
+def layouts(shape: Shape4, channels_last: bool) -> tuple[bool, ...]:
+    """The memory formats (channels_last or not) whose kernels may run a call in `channels_last`: its own, and where
+    H*W = 1 (both_layouts) the other too."""
+    return (channels_last, not channels_last) if both_layouts(shape) else (channels_last,)
+
+
 def nhwc_rule(shape: Shape4, dtype: str, min_bytes: int) -> bool:
     """Whether the rule of an NCHW call (eval or training) runs the channels_last kernels: both layouts, x of
     `min_bytes` or more (below, the NCHW kernels' smaller fixed cost wins; measured on an H100,

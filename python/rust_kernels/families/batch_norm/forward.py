@@ -65,13 +65,22 @@ def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
     thread); `block_hw` runs the seed kernel with that CTA size instead."""
     if block_hw is not None:
         return seed(shape, dtype, param, block_hw)
-    if common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
-        # Not the training normalize's grid, about a unit a thread there: a thread computes its column's coefficients
-        # before it loads x, so it must stream enough to cover them.
-        packs = training.vector_mode(shape, dtype, alignment, True)
-        return frozen.forward(shape, dtype, param, packs, sms, frozen.thread_grid(shape, dtype, packs, NHWC_UNITS))
+    if nhwc := nhwc_launch(shape, dtype, alignment):
+        packs, ctas = nhwc
+        return frozen.forward(shape, dtype, param, packs, sms, ctas)
     vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
     return flat(shape, dtype, param, vectorized, sms)
+
+
+def nhwc_launch(shape: common.Shape4, dtype: str, alignment: int) -> tuple[int, int] | None:
+    """(pack mode, CTAs) of the channels_last eval forward kernels where an NCHW call's rule runs them (H*W = 1,
+    from NHWC_MIN_BYTES of x on: this op's and the fused eval forwards'). Not the training normalize's grid, about a
+    unit a thread: a thread computes its column's coefficients before it loads x, so it must stream enough to cover
+    them (NHWC_UNITS)."""
+    if not common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
+        return None
+    packs = training.elementwise_mode(shape, dtype, alignment, True)
+    return packs, frozen.thread_grid(shape, dtype, packs, NHWC_UNITS)
 
 
 def choose(problem: Problem, placement: Placement) -> Plan:

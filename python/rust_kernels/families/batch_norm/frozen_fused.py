@@ -2,8 +2,9 @@
 (y = act(BN(x)), act ReLU, SiLU or ReLU6) or the residual add and ReLU that end a ResNet block (y = relu(BN(x) +
 residual)). NCHW or channels_last, y in x's memory format.
 
-Forward: one elementwise launch (batch_norm_2d_frozen_forward_act, _add_relu), shaped as the training normalize's:
-2 passes for BN + act where the two apart take 4, 3 for BN + add + ReLU where they take 7 (an in-place ReLU).
+Forward: one elementwise launch (batch_norm_2d_frozen_forward_act, _add_relu), shaped as the training normalize's
+(at H*W = 1 as the eval forward's, reading rows of C in packs): 2 passes for BN + act where the two apart take 4, 3
+for BN + add + ReLU where they take 7 (an in-place ReLU).
 Backward of BN + act: one launch through the activation's gradient at z = BN(x), recomputed from x as the forward
 computed it (batch_norm_2d_nchw_backward_split_act, batch_norm_2d_frozen_backward_channels_last_act): 3 passes where
 the activation's backward then BN's take 6; nothing but x is saved. Backward of BN + add + ReLU: the training one's
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rust_kernels.families.batch_norm import activation, backward, common, frozen, residual, training
+from rust_kernels.families.batch_norm import activation, backward, common, forward, frozen, residual, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dAddReluMask,
     BatchNorm2dFrozenForwardAct,
@@ -33,25 +34,37 @@ def _layout(problem: Problem, placement: Placement) -> tuple[Any, ...]:
     return (problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms, problem.order is not None)
 
 
-# --- forward ----------------------------------------------------------------------------------------------------------
-def _forward(kind: type, problem: Problem, placement: Placement, ctas: int | None = None) -> Plan:
-    """The elementwise launch of `kind` in the widest pack the arrays allow, on the training normalize's grid (or
-    `ctas` CTAs), fusing the call's activation where `kind` has one."""
-    shape, dtype, param, alignment, sms, channels_last = _layout(problem, placement)
+# --- forward ---------------------------------------------------------------------------------------------------------
+def _launch(kind: type, problem: Problem, placement: Placement, channels_last: bool, ctas: int | None = None) -> Plan:
+    """The elementwise launch of `kind` reading `channels_last` memory in the widest pack the arrays allow, on the
+    training normalize's grid (or `ctas` CTAs), fusing the call's activation where `kind` has one."""
+    shape, dtype, param, alignment, sms, _ = _layout(problem, placement)
     mode = training.elementwise_mode(shape, dtype, alignment, channels_last)
     fused = training.activation_of(problem)
     return training.elementwise(kind, shape, dtype, param, mode, channels_last, sms, ctas, fused)
 
 
+def _forward(kind: type, problem: Problem, placement: Placement) -> Plan:
+    """The launch in the arrays' memory format on the training normalize's grid; at H*W = 1 the eval forward's
+    (forward.nhwc_launch: the channels_last kernel, rows of C in packs, from forward.NHWC_MIN_BYTES on)."""
+    shape, dtype, _, alignment, _, channels_last = _layout(problem, placement)
+    if not channels_last and (nhwc := forward.nhwc_launch(shape, dtype, alignment)):
+        return _launch(kind, problem, placement, True, nhwc[1])
+    return _launch(kind, problem, placement, channels_last)
+
+
 def _forward_candidates(kind: type, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
-    """The rule's plan, and the grids at half, once and twice the rule's and those giving each thread
-    frozen.UNITS_PER_THREAD units (the frozen forward's candidates)."""
+    """The rule's plan, then per memory format the kernels may read (both where H*W = 1) the grids at half, once
+    and twice the training normalize's and those giving each thread frozen.UNITS_PER_THREAD units (the frozen
+    forward's candidates)."""
     shape, dtype, _, alignment, sms, channels_last = _layout(problem, placement)
-    mode = training.elementwise_mode(shape, dtype, alignment, channels_last)
-    grids = (*training.grids_around(shape, dtype, mode, channels_last, sms),
-             *frozen.thread_grids(shape, dtype, mode, channels_last))  # fmt: skip
-    own = _forward(kind, problem, placement)
-    return tuple(dict.fromkeys([own, *(_forward(kind, problem, placement, ctas) for ctas in grids)]))
+    out = [_forward(kind, problem, placement)]
+    for layout in common.layouts(shape, channels_last):
+        mode = training.elementwise_mode(shape, dtype, alignment, layout)
+        grids = (*training.grids_around(shape, dtype, mode, layout, sms),
+                 *frozen.thread_grids(shape, dtype, mode, layout))  # fmt: skip
+        out += [_launch(kind, problem, placement, layout, ctas) for ctas in grids]
+    return tuple(dict.fromkeys(out))
 
 
 # --- backward ---------------------------------------------------------------------------------------------------------

@@ -70,16 +70,22 @@ def _forward_args(problem: Problem, placement: Placement) -> tuple[Any, ...]:
 
 
 def _choose_forward(problem: Problem, placement: Placement) -> Plan:
+    """The two launches in the arrays' memory format; at H*W = 1 from training.NHWC_MIN_BYTES of x on the
+    channels_last ones (rows of C in packs), as the training rule."""
     shape, dtype, param, alignment, sms, channels_last = _forward_args(problem, placement)
+    channels_last = channels_last or common.nhwc_rule(shape, dtype, training.NHWC_MIN_BYTES)
     vectorized = training.vector_mode(shape, dtype, alignment, channels_last)
     packs = training.elementwise_mode(shape, dtype, alignment, channels_last)
     return forward_plan(shape, dtype, param, vectorized, channels_last, sms, packs=packs)
 
 
 def _candidates_forward(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
-    """The rule's plan, then the statistics' splits by the normalize launch's grids around the rule's."""
-    own = _choose_forward(problem, placement)
-    return tuple(dict.fromkeys([own, *training.around(forward_plan, *_forward_args(problem, placement))]))
+    """The rule's plan, then the statistics' splits by the normalize launch's grids around the rule's, in each memory
+    format the kernels may read (both where H*W = 1)."""
+    shape, dtype, param, alignment, sms, channels_last = _forward_args(problem, placement)
+    around = [p for layout in common.layouts(shape, channels_last)
+              for p in training.around(forward_plan, shape, dtype, param, alignment, sms, layout)]  # fmt: skip
+    return tuple(dict.fromkeys([_choose_forward(problem, placement), *around]))
 
 
 def _choose_backward(problem: Problem, placement: Placement) -> Plan:

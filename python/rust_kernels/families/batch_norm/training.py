@@ -121,8 +121,10 @@ PERSISTENT_UNITS = (2, 4, 8)
 PERSISTENT_CTAS_PER_SM = 2
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
-# H*W = 1 from this size of x on: the channels_last two-launch plan is the rule's, which reads rows of C coalesced
-# (H100, 12-06: 1.5-3.8x faster than the NCHW rule's at 64 KiB to 16 MiB; at 32x512 f32 8% slower).
+# H*W = 1 from this size of x on: the channels_last two-launch plan is the rule's where no one-launch plan is (and
+# the add + ReLU forward's), which reads rows of C coalesced (H100, 12-06: 1.5-3.8x faster than the NCHW rule's at
+# 64 KiB to 16 MiB; at 32x512 f32 8% slower). Smaller tensors at H*W = 1 take the channels_last one-launch kernels
+# (columns_rule): forward + backward 1.2-1.5x faster than either two-launch plan (H100, 12-06, 32 KiB to 16 MiB).
 NHWC_MIN_BYTES = 64 << 10
 
 
@@ -421,11 +423,14 @@ def fused_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> i
 def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool,
          activation: int = 0) -> Plan:  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
+    if not channels_last and common.both_layouts(shape):
+        # H*W = 1 (no NCHW one-launch plan: rows under a sector): the channels_last one-launch plan where the rule
+        # would take it, else its two-launch plan from NHWC_MIN_BYTES on.
+        nhwc = vector_mode(shape, dtype, alignment, True)
+        if columns_rule(shape, dtype, nhwc, sms) or common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
+            channels_last, vectorized = True, nhwc
     if channels_last and (rule := columns_rule(shape, dtype, vectorized, sms)):
         return fused_columns(which, shape, dtype, param, vectorized, *rule, activation)
-    if not channels_last and common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
-        # H*W = 1: the channels_last two-launch plan (its one-launch kernels are no candidates of an NCHW call).
-        channels_last, vectorized = True, vector_mode(shape, dtype, alignment, True)
     block = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
     if block:
         return fused(which, shape, dtype, param, vectorized, block, activation)
@@ -438,21 +443,19 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
 def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
                 channels_last: bool, activation: int, persistent_on: bool) -> tuple[Plan, ...]:  # fmt: skip
     own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation)
-    layouts = [channels_last]
-    if common.both_layouts(shape):
-        layouts.append(not channels_last)
     build = forward if which == "forward" else backward
-    out = [own] + [p for layout in layouts
+    out = [own] + [p for layout in common.layouts(shape, channels_last)
                    for p in around(build, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and fused_fits(shape, dtype, sms, scale=4):
         out += [fused(which, shape, dtype, param, vectorized, block, activation) for block in FUSED_BLOCKS]
-    if channels_last:
-        out += [fused_columns(which, shape, dtype, param, vectorized, block, cols, activation)
-                for block, cols in column_options(shape, dtype, vectorized, sms, small=True)]  # fmt: skip
-    if channels_last and persistent_on:
-        options = persistent_options(shape, dtype, vectorized, sms, PERSISTENT_CTAS_PER_SM * sms)
-        out += [persistent(which, shape, dtype, param, vectorized, units, cols, activation) for units, cols in options]
+    if channels_last or common.both_layouts(shape):  # the channels_last one-launch kernels (H*W = 1: an NCHW call's)
+        nhwc = vector_mode(shape, dtype, alignment, True)
+        out += [fused_columns(which, shape, dtype, param, nhwc, block, cols, activation)
+                for block, cols in column_options(shape, dtype, nhwc, sms, small=True)]  # fmt: skip
+        if persistent_on:
+            options = persistent_options(shape, dtype, nhwc, sms, PERSISTENT_CTAS_PER_SM * sms)
+            out += [persistent(which, shape, dtype, param, nhwc, units, cols, activation) for units, cols in options]
     return tuple(dict.fromkeys(out))
 
 
@@ -503,9 +506,9 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     (kept a multiple of what channels_last needs), with NCHW reductions also in masked packs (rows no pack divides)
     and over groups of channels (rows under GROUP_ROW_BYTES); where H*W = 1, in both memory formats' kernels; the
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
-    (channels_last; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size (and for
-    channels_last each block width); channels_last's persistent kernels where the tensor fits their grid (unless
-    RUST_KERNELS_PERSISTENT=0)."""
+    (channels_last, and NCHW at H*W = 1; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size
+    (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid
+    (unless RUST_KERNELS_PERSISTENT=0)."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
                        settings().persistent)  # fmt: skip
