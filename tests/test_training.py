@@ -5,6 +5,7 @@ gradcheck, torch.compile tracing) and rust_kernels.torch.BatchNorm2d against tor
 
 import copy
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -328,6 +329,51 @@ def _host_pair(x, dy, res, weight, bias, activation, forward, backward) -> list[
         grads = ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS,
                                            backend="host", plan=backward)  # fmt: skip
     return [y, save_mean, save_invstd, mean, var, *grads]
+
+
+@pytest.mark.parametrize(("key", "shape", "shift"), [("f32", (1, 6, 7, 7), 1e4), ("f64", (3, 5, 4, 4), 1e4),
+                                              ("bf16-f32", (1, 9, 9, 7), 1.0),
+                                              ("f16", (128, 3, 2, 2), 0.0)])  # fmt: skip
+def test_the_warp_kernels_match_float64_and_the_two_launch_plans(key, shape, shift):
+    """The warp kernels (a warp per NCHW channel, held in registers: 48 to 512 values): y, the saved and running
+    statistics, dx, dweight and dbias against float64, a mean far above the deviation (1e4 and 1) included, each
+    within the dtype's tolerance or twice the two-launch plans' own error; with a fused activation their outputs
+    equal the one-launch kernels'. The rule takes them for channels of at most 64 values, and where rows are too
+    short for the CTA-a-channel kernels up to 512; they are no candidates past 256 (512 for such rows)."""
+    from rust_kernels.families.batch_norm import training
+
+    storage, param = common.split_key(key)
+    units = training.warp_units(shape, storage)
+    assert training.warp_units((1, 4, 17, 17), "f32") is None and training.warp_units((128, 4, 2, 3), "f16") is None
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(shape) + shift).astype(DTYPES[storage].numpy_dtype())
+    dy = rng.standard_normal(shape).astype(x.dtype)
+    weight = rng.uniform(0.5, 1.5, shape[1]).astype(DTYPES[param].numpy_dtype())
+    bias = rng.standard_normal(shape[1]).astype(weight.dtype)
+    warp = {w: training.warp(w, shape, storage, param, units) for w in ("forward", "backward")}
+    ours = _host_pair(x, dy, None, weight, bias, None, warp["forward"], warp["backward"])
+    two = {w: getattr(training, w)(shape, storage, param, 0, False, 1) for w in ("forward", "backward")}
+    rule = _host_pair(x, dy, None, weight, bias, None, two["forward"], two["backward"])
+    y, mean, invstd, running_mean, running_var = reference_forward(x, weight, bias, 0, 1, 0.1)
+    dx, dweight, dbias = reference_backward(dy, x, weight, ours[1], ours[2])
+    accumulated = 1e-12 if storage == "f64" else 2e-5
+    rounded = {"f64": 1e-12, "f32": 2e-5}.get(storage, 1e-2)
+    for got, want, other in zip(ours, [y, mean, invstd, running_mean, running_var, dx, dweight, dbias], rule,
+                                strict=True):  # fmt: skip
+        tolerance = rounded if got.dtype == x.dtype else accumulated
+        assert relative(got, want) < max(tolerance, 2 * relative(other, want))
+    act = {w: training.warp(w, shape, storage, param, units, training.ACTIVATIONS["silu"]) for w in warp}
+    one = {w: training.fused(w, shape, storage, param, 0, 128, training.ACTIVATIONS["silu"]) for w in warp}
+    fused = _host_pair(x, dy, None, weight, bias, "silu", one["forward"], one["backward"])
+    for got, want in zip(_host_pair(x, dy, None, weight, bias, "silu", act["forward"], act["backward"]), fused,
+                         strict=True):  # fmt: skip
+        ulps = 2 * float(ml_dtypes.finfo(x.dtype).eps) if got.dtype == x.dtype else 0.0  # y, dx: a rounding apart
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=max(1e-4, ulps),
+                                   atol=max(1e-5, ulps))  # fmt: skip
+    for small, rule_takes in (((1, 1024, 7, 7), True), ((128, 2560, 2, 2), True), ((1, 208, 14, 14), False),
+                              ((64, 8, 4, 4), False)):  # fmt: skip
+        chosen = training.plan("backward", small, "f32", "f32", 16, 132, False)  # f32 2x2 rows: 16 bytes
+        assert isinstance(chosen.kernel, tuple(training.WARP.values())) == rule_takes, small
 
 
 @pytest.mark.parametrize("activation", [None, "relu", "add_relu"])

@@ -19,7 +19,9 @@ block's data is small; and persistent ones (batch_norm_2d_persistent_forward_cha
 cooperative launch whose CTAs hold every row in registers across a grid::sync, reading x, or dy and x, once), where
 the whole tensor fits the grid's registers: autotuner candidates unless RUST_KERNELS_PERSISTENT=0 (on the H200 the
 fastest plan on 28-50 of the 176 suite keys they fit, per direction and dtype, by up to 1.35x forward and 1.51x
-backward: docs/results/h200-2026-12-06-persistent-tune/).
+backward: docs/results/h200-2026-12-06-persistent-tune/). Where an NCHW channel holds at most WARP_VALUES values
+(batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and
+_backward): x, or dy and x, read once, shuffles but no barriers.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dPersistentBackwardChannelsLastAct,
     BatchNorm2dPersistentForwardChannelsLast,
     BatchNorm2dPersistentForwardChannelsLastAct,
+    BatchNorm2dWarpBackward,
+    BatchNorm2dWarpBackwardAct,
+    BatchNorm2dWarpForward,
+    BatchNorm2dWarpForwardAct,
 )
 from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 
@@ -65,7 +71,9 @@ PERSISTENT = {("forward", False): BatchNorm2dPersistentForwardChannelsLast,
               ("forward", True): BatchNorm2dPersistentForwardChannelsLastAct,
               ("backward", False): BatchNorm2dPersistentBackwardChannelsLast,
               ("backward", True): BatchNorm2dPersistentBackwardChannelsLastAct}  # fmt: skip
-ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items())
+WARP = {("forward", False): BatchNorm2dWarpForward, ("forward", True): BatchNorm2dWarpForwardAct,
+        ("backward", False): BatchNorm2dWarpBackward, ("backward", True): BatchNorm2dWarpBackwardAct}  # fmt: skip
+ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items(), *WARP.items())
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct,
                    *(k for (which, _), k in ONE_LAUNCH if which == "forward"))  # fmt: skip
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
@@ -121,6 +129,16 @@ PERSISTENT_UNITS = (2, 4, 8)
 PERSISTENT_CTAS_PER_SM = 2
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
+# The warp kernels: the rule's for channels of at most WARP_RULE_VALUES values, or of at most WARP_ROWS_VALUES where
+# rows are too short for the NCHW one-launch kernels (fusable); the autotuner's up to WARP_VALUES, or WARP_ROWS_VALUES
+# there. Measured on an H100 (docs/results/h100-2026-12-06-warp/), forward + backward: batch 1 at 7x7 and 8x8
+# 1.1-3.0x faster than the CTA-a-channel kernels, 128x2560x2x2 1.6-2.2x faster than the two-launch plan; batch 1 at
+# 14x14 (196 values) 0.91-1.30x; from 289 values on, rows of a sector or more, 0.43-0.99x (a warp per channel leaves
+# the GPU idle where channels are few, each warp walking dozens of values in turn). UNITS up to 16: ptxas gives them
+# at most 146 registers a thread (f64 through SiLU's gradient), none spilled.
+WARP_RULE_VALUES = 64
+WARP_VALUES = 256
+WARP_ROWS_VALUES = 512
 # H*W = 1 from this size of x on: the channels_last two-launch plan is the rule's where no one-launch plan is (and
 # the add + ReLU forward's), which reads rows of C coalesced (H100, 12-06: 1.5-3.8x faster than the NCHW rule's at
 # 64 KiB to 16 MiB; at 32x512 f32 8% slower). Smaller tensors at H*W = 1 take the channels_last one-launch kernels
@@ -300,6 +318,24 @@ def fused(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: 
     return Plan(kernel, (shape[1], 1, 1), (), () if which == "forward" else (sums(shape, dtype),))
 
 
+def warp(which: str, shape: common.Shape4, dtype: str, param: str, units: int, activation: int = 0) -> Plan:
+    """The one-launch forward or backward (NCHW) of a warp per channel, `units` values a lane in registers (grid
+    [ceil(C / 4)]: 4 warps a CTA)."""
+    kernel = WARP[which, bool(activation)](units, *_activation(activation), dtype=dtype, param_dtype=param)
+    return Plan(kernel, (-(-shape[1] // 4), 1, 1))
+
+
+def warp_units(shape: common.Shape4, dtype: str) -> int | None:
+    """The warp kernels' fewest values a lane (a power of two from 2) that hold an NCHW channel where they are
+    candidates (WARP_VALUES, WARP_ROWS_VALUES), else None (also at H*W = 1, whose channels_last kernels read its rows
+    coalesced)."""
+    values = shape[0] * shape[2] * shape[3]
+    most = WARP_VALUES if fusable(shape, dtype) else WARP_ROWS_VALUES
+    if common.both_layouts(shape) or not 0 < values <= most:
+        return None
+    return max(2, 1 << (-(-values // 32) - 1).bit_length())
+
+
 def fused_columns(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int, cols: int,
                   activation: int = 0) -> Plan:  # fmt: skip
     """The one-launch forward or backward in channels_last: a CTA per block of `cols` channel units (grid
@@ -431,6 +467,9 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
             channels_last, vectorized = True, nhwc
     if channels_last and (rule := columns_rule(shape, dtype, vectorized, sms)):
         return fused_columns(which, shape, dtype, param, vectorized, *rule, activation)
+    small = shape[0] * shape[2] * shape[3] <= WARP_RULE_VALUES or not fusable(shape, dtype)
+    if not channels_last and small and (units := warp_units(shape, dtype)):
+        return warp(which, shape, dtype, param, units, activation)
     block = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
     if block:
         return fused(which, shape, dtype, param, vectorized, block, activation)
@@ -449,6 +488,8 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and fused_fits(shape, dtype, sms, scale=4):
         out += [fused(which, shape, dtype, param, vectorized, block, activation) for block in FUSED_BLOCKS]
+    if not channels_last and (units := warp_units(shape, dtype)):
+        out.append(warp(which, shape, dtype, param, units, activation))
     if channels_last or common.both_layouts(shape):  # the channels_last one-launch kernels (H*W = 1: an NCHW call's)
         nhwc = vector_mode(shape, dtype, alignment, True)
         out += [fused_columns(which, shape, dtype, param, nhwc, block, cols, activation)
@@ -508,7 +549,7 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
     (channels_last, and NCHW at H*W = 1; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size
     (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid
-    (unless RUST_KERNELS_PERSISTENT=0)."""
+    (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits a warp's registers."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
                        settings().persistent)  # fmt: skip

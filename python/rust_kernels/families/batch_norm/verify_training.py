@@ -62,6 +62,8 @@ SANITIZE_SHAPES = [
     # two channels in the NCHW masked and grouped reductions
     (4, 2, 31, 33),  # 4 092 single elements per channel: several unrolled steps per thread
     (2, 64, 12, 16),  # several vectorized steps, and slices, in both layouts
+    (1, 6, 12, 16),  # 192 values a channel: the warp kernels at UNITS = 8
+    (100, 3, 1, 3),  # 300 values a channel in rows under a sector: the warp kernels at UNITS = 16
 ]
 # None: the plan's own. The emulator runs a CTA's threads as OS threads, each barrier a round of all of them: there
 # one dtype key runs the forced splits and the fewest-CTA elementwise grid, the others each kernel instance once (the
@@ -142,7 +144,7 @@ class _Training(Family):
         """Both layouts, every pack their runs allow, the plan's own split and forced ones; where the plans end in
         an `elementwise` launch, with its own grid and with the fewest CTAs, and NCHW's flat packs where no pack
         divides the rows (training.FLAT), NCHW's reductions over groups of channels where they fit (training.GROUPS);
-        the one-launch kernels at each CTA size
+        the one-launch kernels at each CTA size, and NCHW's warp kernel where a channel fits it
         (channels_last: one column of units a CTA and the widest of column_widths; the emulator: one dtype key, the
         others the smallest; channels_last's the smallest CTA only); channels_last's persistent kernels at every
         (units, cols) whose grid is resident (the emulator: one)."""
@@ -172,6 +174,8 @@ class _Training(Family):
         if training.fusable(shape, storage):  # type: ignore[arg-type]
             out += [training.fused(self.which, shape, storage, param, vectorized, block, activation)  # type: ignore[arg-type]
                     for vectorized in packs(shape, storage, False) for block in blocks]  # fmt: skip
+        if units := training.warp_units(shape, storage):  # type: ignore[arg-type]
+            out.append(training.warp(self.which, shape, storage, param, units, activation))  # type: ignore[arg-type]
         for vectorized in packs(shape, storage, True):
             widths = training.column_widths(shape, storage, vectorized, sms)  # type: ignore[arg-type]
             widths = list(dict.fromkeys((1, widths[-1]))) if every_grid else widths[-1:]
