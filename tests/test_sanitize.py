@@ -132,3 +132,18 @@ def test_memcheck_runs_every_catalogue_instance():
 
     ran = {launch.kernel for _, plan, _ in sanitize.cases("memcheck") for launch in plan.launches}
     assert set(instances()) <= ran, sorted(k.id for k in set(instances()) - ran)
+
+
+def test_kernel_selects_the_cases_launching_it_and_an_unknown_name_is_refused(capsys, monkeypatch):
+    """`sanitize --kernel NAME`: only the plans that launch that kernel (one step of a plan counts), over every family
+    that has such plans; a name the catalogue lacks is an error naming the option, before anything runs."""
+    picked = sanitize.cases("memcheck", None, ["batch_norm_2d_warp_backward"])
+    assert picked and all(any(launch.kernel.name == "batch_norm_2d_warp_backward" for launch in plan.launches)
+                          for _, plan, _ in picked)  # fmt: skip
+    assert {family.name for family, _, _ in picked} >= {"batch_norm_2d_backward", "batch_norm_2d_add_relu_backward"}
+    with pytest.raises(SystemExit) as stop:
+        sanitize.main(["--kernel", "batch_norm_2d_no_such_kernel"])
+    assert stop.value.code == 2 and "--kernel: no kernel named batch_norm_2d_no_such_kernel" in capsys.readouterr().err
+    monkeypatch.setattr(sanitize, "find_sanitizer", lambda: None)  # a known name passes on to the sanitizer's lookup
+    assert sanitize.main(["--kernel", "batch_norm_2d_warp_backward"]) == 2
+    assert "compute-sanitizer not found" in capsys.readouterr().err

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from rust_kernels import check, registry
 from rust_kernels.dtypes import DTYPES
+from rust_kernels.kernels import CATALOGUE
 from rust_kernels.progress import Progress
 from rust_kernels.registry import Family, Plan
 
@@ -82,15 +83,23 @@ NOT_FOUND = (
 )
 
 
-def cases(tool: str, families: list[Family] | None = None) -> list[tuple[Family, Plan, Shape]]:
-    """The (family, plan, shape) cases a tool's child runs: every plan of every CTA size (exhaustive plans)."""
+def cases(tool: str, families: list[Family] | None = None, kernels: list[str] | None = None
+          ) -> list[tuple[Family, Plan, Shape]]:  # fmt: skip
+    """The (family, plan, shape) cases a tool's child runs: every plan of every CTA size (exhaustive plans); with
+    `kernels`, those launching a kernel of one of these names only."""
     shapes = TOOLS[tool][2]
     out = []
     for family in families or registry.families():
         for shape in family.sanitize_shapes[:shapes]:
             for dtype in tool_dtypes(tool, family.dtypes):
-                out += [(family, plan, shape) for plan in family.plans("cuda", shape, dtype, exhaustive=True)]
+                plans = family.plans("cuda", shape, dtype, exhaustive=True)
+                out += [(family, plan, shape) for plan in plans if kernels is None or _launches(plan, kernels)]
     return out
+
+
+def _launches(plan: Plan, kernels: list[str]) -> bool:
+    """Whether a plan launches a kernel of one of these names."""
+    return any(launch.kernel.name in kernels for launch in plan.launches)
 
 
 def find_sanitizer() -> Path | None:
@@ -152,12 +161,15 @@ class ToolRun:
 CHILD_DONE = re.compile(r"^sanitize child: .*$", re.MULTILINE)
 
 
-def run_tool(sanitizer: Path, tool: str, log: Path, timeout: float, families: list[str] | None = None) -> ToolRun:
+def run_tool(sanitizer: Path, tool: str, log: Path, timeout: float, families: list[str] | None = None,
+             kernels: list[str] | None = None) -> ToolRun:  # fmt: skip
     """Runs one tool over the child, appending its output to `log`."""
     command = [str(sanitizer), "--tool", tool, *COMMON_OPTIONS, *TOOLS[tool][0],
                sys.executable, "-m", "rust_kernels", "sanitize", "--child", tool]  # fmt: skip
     if families:
         command += ["--family", *families]
+    if kernels:
+        command += ["--kernel", *kernels]
     # Every array an allocation of its own (no caching allocator sub-allocating from big blocks).
     child = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "RUST_KERNELS_QUIET": "1"}  # set for the child, not read here
     env = os.environ | child
@@ -184,7 +196,7 @@ def run_tool(sanitizer: Path, tool: str, log: Path, timeout: float, families: li
     return ToolRun(tool, returncode, summary(output), seconds, ran)
 
 
-def child(tool: str, families: list[Family] | None) -> int:
+def child(tool: str, families: list[Family] | None, kernels: list[str] | None = None) -> int:
     """Under the sanitizer: every case of `tool` once on the GPU. Exits 1 if a check fails or a launch errs."""
     from rust_kernels import driver
 
@@ -194,7 +206,7 @@ def child(tool: str, families: list[Family] | None) -> int:
         import cupy
 
         cupy.cuda.set_allocator(None)
-    todo = cases(tool, families)
+    todo = cases(tool, families, kernels)
     failed = 0
     with Progress(f"sanitize {tool}", len(todo)) as progress:
         for family, plan, shape in todo:
@@ -213,12 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("sanitize-out"), help="directory of sanitize.log")
     parser.add_argument("--tools", nargs="+", choices=list(TOOLS), default=list(TOOLS))
     parser.add_argument("--family", nargs="+", help="only these families (default: all)")
+    parser.add_argument("--kernel", nargs="+", metavar="NAME", help="only the plans launching a kernel of one of "
+                        "these names (kernel authors: the kernel just added)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per tool (default 300)")
     parser.add_argument("--child", choices=list(TOOLS), help=argparse.SUPPRESS)  # the run under the sanitizer
     options = parser.parse_args(argv)
     selected = [registry.family(name) for name in options.family] if options.family else None
+    if options.kernel:
+        known = {k.spec.name for k in CATALOGUE.values()}
+        if unknown := sorted(set(options.kernel) - known):
+            parser.error(f"--kernel: no kernel named {', '.join(unknown)} (the catalogue's: rust_kernels.kernels)")
     if options.child:
-        return child(options.child, selected)
+        return child(options.child, selected, options.kernel)
     sanitizer = find_sanitizer()
     if sanitizer is None:
         print(f"error: {NOT_FOUND.format(fallback=FALLBACK)}", file=sys.stderr)
@@ -229,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         out.write(f"\n##### {time.strftime('%Y-%m-%d %H:%M:%S')}: {sanitizer} on {', '.join(options.tools)}\n")
     runs = []
     for tool in options.tools:
-        print(f"{tool}: {len(cases(tool, selected))} cases under {sanitizer} ...", flush=True)
-        runs.append(run_tool(sanitizer, tool, log, options.timeout, options.family))
+        todo = cases(tool, selected, options.kernel)
+        if not todo:
+            print(f"error: {tool}: no case launches {', '.join(options.kernel or ())}", file=sys.stderr)
+            return 2
+        print(f"{tool}: {len(todo)} cases under {sanitizer} ...", flush=True)
+        runs.append(run_tool(sanitizer, tool, log, options.timeout, options.family, options.kernel))
         print(runs[-1].line(), flush=True)
     clean = all(r.clean for r in runs)
     print(f"{'clean' if clean else 'FAILED'}: {sum(r.clean for r in runs)} of {len(runs)} tools clean; log: {log}")

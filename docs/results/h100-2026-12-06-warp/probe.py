@@ -13,6 +13,8 @@ before (the warp kernels' thresholds at 0) and now, alone and with a ReLU fused,
     python probe.py build DEST       # here: every candidate's sm_90 kernel (and the rules'), into DEST to carry
     python probe.py time DTYPE       # on the GPU (RUST_KERNELS_CACHE_DIR=DEST, RUST_KERNELS_TUNING=off)
     python probe.py rule DTYPE       # likewise
+    python probe.py sanitize DEST    # here: the sm_90 kernels of every sanitizer case launching a warp kernel; then on
+                                     # the GPU: python -m rust_kernels sanitize --kernel <the four warp kernels>
 """
 
 import importlib.util
@@ -198,6 +200,18 @@ def rule(dtype: str) -> None:
     Path(os.environ.get("OUT", "."), f"rule_{dtype}.csv").write_text("\n".join(rows) + "\n")
 
 
+def sanitize_build(dest: Path) -> None:
+    from rust_kernels import sanitize
+
+    names = [k.spec.name for k in training.WARP.values()]
+    cases = [plan for tool in sanitize.TOOLS for _, plan, _ in sanitize.cases(tool, None, names)]
+    kernels = {launch.kernel.id: launch.kernel for plan in cases for launch in plan.launches}
+    cache.export(builder.cached_entries([(k, "sm_90") for k in kernels.values()], builder.default_jobs()), dest)
+    print(f"{len(kernels)} kernels in {dest}")
+
+
 if __name__ == "__main__":
     mode, arg = sys.argv[1:]
-    {"build": lambda a: build(Path(a)), "time": time, "rule": rule}[mode](arg)
+    {"build": lambda a: build(Path(a)), "time": time, "rule": rule, "sanitize": lambda a: sanitize_build(Path(a))}[
+        mode
+    ](arg)
