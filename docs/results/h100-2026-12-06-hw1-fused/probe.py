@@ -64,27 +64,30 @@ def plans(case, shape, dtype):
     return frozen_fused._launch(old, problem, PLACEMENT, False), candidates
 
 
-def training_plans(shape, dtype):
-    """Per direction (the rule before this change: the two-launch plan, channels_last from 64 KiB of x on; the
-    candidates, the rule's first) of the NCHW training ops."""
-    full, placement = (*shape, 1, 1), PLACEMENT
-    family = Training(channels_last=False)
-    arrays = family.inputs(full, dtype)
+def training_problems(shape, dtype):
+    """{direction: (op, problem)} of the NCHW training ops on `shape` ([B, C, H, W])."""
+    arrays = Training(channels_last=False).inputs(shape, dtype)
     x, weight, mean = arrays["x"], arrays["weight"], arrays["running_mean"]
     saved = mean.astype("float32")
     calls = {
         "forward": (ops.batch_norm_2d_forward, (x, weight, weight, mean, mean), (True, 0.1, EPS)),
         "backward": (ops.batch_norm_2d_backward, (x, x, weight, mean, mean, saved, saved), (True, EPS, True)),
     }
+    return {which: (fn.op, fn.op.problem(named, scalars, "host")[1]) for which, (fn, named, scalars) in calls.items()}
+
+
+def training_plans(shape, dtype):
+    """Per direction (the rule before this change: the two-launch plan, channels_last from 64 KiB of x on; the
+    candidates, the rule's first) of the NCHW training ops."""
+    full, placement = (*shape, 1, 1), PLACEMENT
     out = {}
-    for which, (fn, named, scalars) in calls.items():
-        problem = fn.op.problem(named, scalars, "host")[1]
+    for which, (op, problem) in training_problems(full, dtype).items():
         nhwc = common.nhwc_rule(full, problem.dtype, training.NHWC_MIN_BYTES)
         vectorized = training.vector_mode(full, problem.dtype, placement.alignment, nhwc)
         packs = training.elementwise_mode(full, problem.dtype, placement.alignment, nhwc)
         build = training.forward if which == "forward" else training.backward
         before = build(full, problem.dtype, problem.param, vectorized, nhwc, placement.sms, packs=packs)
-        out[which] = (before, fn.op.candidates(problem, placement))
+        out[which] = (before, op.candidates(problem, placement))
     return out
 
 
@@ -190,12 +193,13 @@ def runs(call) -> bool:
     return True
 
 
-def training_shape(timer, shape, dtype, rows) -> None:
-    """time_training's work for one shape: each direction's plans, then the pairs."""
+def training_calls(shape, dtype):
+    """(family, tensors, fwd, bwd) of the NCHW training ops on `shape` ([B, C, H, W]) on the GPU: fwd(plan) and
+    bwd(plan) give a call of the forward or backward op with that plan (the backward from the batch's statistics)."""
     import torch
 
     family = Training(channels_last=False)
-    t = device_tensors(family, (*shape, 1, 1), dtype)
+    t = device_tensors(family, shape, dtype)
     x, weight, bias, mean, var = (t[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
     dy = torch.randn_like(x)
     _, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean.clone(), var.clone(), True, 0.1, EPS)
@@ -207,6 +211,12 @@ def training_shape(timer, shape, dtype, rows) -> None:
         return lambda: ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS, True,
                                                   plan=p)  # fmt: skip
 
+    return family, t, fwd, bwd
+
+
+def training_shape(timer, shape, dtype, rows) -> None:
+    """time_training's work for one shape: each direction's plans, then the pairs."""
+    family, t, fwd, bwd = training_calls((*shape, 1, 1), dtype)
     where = f"{shape[0]}x{shape[1]}x1x1"
     plans_of, best, line = training_plans(shape, dtype), {}, []
     for which, (before, every) in plans_of.items():
@@ -237,12 +247,19 @@ def training_shape(timer, shape, dtype, rows) -> None:
                            "rule": pair(fwd(plans_of["forward"][1][0]), bwd(plans_of["backward"][1][0])),
                            "best": pair(fwd(best["forward"]), bwd(best["backward"])),
                            **{k: refs[k] for k in ("torch", "compile", "bound")}})  # fmt: skip
+    report_pairs(rows, dtype, where, line, us)
+
+
+def report_pairs(rows, dtype, where, line, us) -> None:
+    """A shape's pair timings `us` into the CSV rows, and its per-direction summary `line` and pairs printed."""
     rows += [f'pair,{dtype},{where},"{k}",{v:.3f}' for k, v in us.items()]
     print(f"{dtype} {where}: " + " || ".join(line), flush=True)
     print(f"{dtype} {where} pair: " + " | ".join(f"{k} {v:.2f}" for k, v in us.items()), flush=True)
 
 
-def time_training(dtype: str) -> None:
+def sweep(dtype: str, shapes, one, csv_name: str) -> None:
+    """one(timer, shape, dtype, rows) for each shape, on the GPU, torch.compile's caches dropped between shapes; the
+    rows (direction,dtype,shape,plan,us) to $OUT/csv_name."""
     import torch
 
     from rust_kernels.bench.timing import GpuTimer
@@ -250,10 +267,14 @@ def time_training(dtype: str) -> None:
     timer = GpuTimer(torch, 15)
     print(torch.cuda.get_device_name(), flush=True)
     rows = ["direction,dtype,shape,plan,us"]
-    for shape in SHAPES:
+    for shape in shapes:
         reset_compiled(torch)
-        training_shape(timer, shape, dtype, rows)
-    Path(os.environ.get("OUT", "."), f"training_{dtype}.csv").write_text("\n".join(rows) + "\n")
+        one(timer, shape, dtype, rows)
+    Path(os.environ.get("OUT", "."), csv_name).write_text("\n".join(rows) + "\n")
+
+
+def time_training(dtype: str) -> None:
+    sweep(dtype, SHAPES, training_shape, f"training_{dtype}.csv")
 
 
 if __name__ == "__main__":

@@ -49,16 +49,9 @@ def kind(plan) -> str:
 
 def plans(shape, dtype):
     """Per direction the NCHW training op's candidates (the rule's first)."""
-    family = Training(channels_last=False)
-    arrays = family.inputs(shape, dtype)
-    x, weight, mean = arrays["x"], arrays["weight"], arrays["running_mean"]
-    saved = mean.astype("float32")
-    calls = {
-        "forward": (ops.batch_norm_2d_forward, (x, weight, weight, mean, mean), (True, 0.1, EPS)),
-        "backward": (ops.batch_norm_2d_backward, (x, x, weight, mean, mean, saved, saved), (True, EPS, True)),
+    return {
+        which: op.candidates(problem, PLACEMENT) for which, (op, problem) in hw1.training_problems(shape, dtype).items()
     }
-    return {which: fn.op.candidates(fn.op.problem(named, scalars, "host")[1], PLACEMENT)
-            for which, (fn, named, scalars) in calls.items()}  # fmt: skip
 
 
 def rule_shapes() -> list[tuple[int, ...]]:
@@ -96,21 +89,7 @@ def build(dest: Path) -> None:
 
 
 def one_shape(timer, shape, dtype, rows) -> None:
-    import torch
-
-    family = Training(channels_last=False)
-    t = device_tensors(family, shape, dtype)
-    x, weight, bias, mean, var = (t[n] for n in ("x", "weight", "bias", "running_mean", "running_var"))
-    dy = torch.randn_like(x)
-    _, save_mean, save_invstd = ops.batch_norm_2d_forward(x, weight, bias, mean.clone(), var.clone(), True, 0.1, EPS)
-
-    def fwd(p):
-        return lambda: ops.batch_norm_2d_forward(x, weight, bias, mean, var, True, 0.1, EPS, plan=p)
-
-    def bwd(p):
-        return lambda: ops.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean, save_invstd, True, EPS, True,
-                                                  plan=p)  # fmt: skip
-
+    family, t, fwd, bwd = hw1.training_calls(shape, dtype)
     where = "x".join(map(str, shape))
     chosen, line = {}, []
     for which, every in plans(shape, dtype).items():
@@ -142,23 +121,11 @@ def one_shape(timer, shape, dtype, rows) -> None:
 
     us = timer.medians_us({"rule": pair(0), "best_other": pair(1), "warp": pair(2),
                            **{k: refs[k] for k in ("torch", "compile", "bound")}})  # fmt: skip
-    rows += [f'pair,{dtype},{where},"{k}",{v:.3f}' for k, v in us.items()]
-    print(f"{dtype} {where}: " + " || ".join(line), flush=True)
-    print(f"{dtype} {where} pair: " + " | ".join(f"{k} {v:.2f}" for k, v in us.items()), flush=True)
+    hw1.report_pairs(rows, dtype, where, line, us)
 
 
 def time(dtype: str) -> None:
-    import torch
-
-    from rust_kernels.bench.timing import GpuTimer
-
-    timer = GpuTimer(torch, 15)
-    print(torch.cuda.get_device_name(), flush=True)
-    rows = ["direction,dtype,shape,plan,us"]
-    for shape in SHAPES:
-        reset_compiled(torch)
-        one_shape(timer, shape, dtype, rows)
-    Path(os.environ.get("OUT", "."), f"warp_{dtype}.csv").write_text("\n".join(rows) + "\n")
+    hw1.sweep(dtype, SHAPES, one_shape, f"warp_{dtype}.csv")
 
 
 def rule(dtype: str) -> None:
