@@ -1,5 +1,6 @@
-"""`python -m rust_kernels sanitize [--out DIR] [--tools T ...]`: every registered family's plans under
-compute-sanitizer's memcheck, racecheck, synccheck and initcheck, on the GPU.
+"""`python -m rust_kernels sanitize [--out DIR] [--tools T ...] [--family F ...] [--kernel NAME ...]`: every registered
+family's plans (or those of some families, or those launching some kernels) under compute-sanitizer's memcheck,
+racecheck, synccheck and initcheck, on the GPU.
 
 For each tool the parent runs
     compute-sanitizer --tool T --error-exitcode 1 ... python -m rust_kernels sanitize --child T
