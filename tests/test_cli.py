@@ -89,6 +89,17 @@ def test_check_that_runs_nothing_is_one_error_line_and_exit_2(monkeypatch, capsy
     assert "no check ran" in _one_error_line(capsys.readouterr().err)
 
 
+def test_check_kernel_runs_only_the_plans_launching_it_and_refuses_an_unknown_name(capfd):
+    """`check --kernel NAME`: the cases whose plans launch that kernel, in the emulator, against float64; a name the
+    catalogue lacks is one error line naming the option, exit 2, before anything runs."""
+    assert cli.main(["check", "--backend", "host", "--kernel", "batch_norm_2d_warp_forward"]) == 0
+    out = capfd.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("batch_norm_2d_")]
+    assert rows and all(" batch_norm_2d_warp_forward " in row for row in rows) and "0 failed" in out
+    assert cli.main(["check", "--backend", "host", "--kernel", "batch_norm_2d_nope"]) == 2
+    assert "--kernel: no kernel named batch_norm_2d_nope" in _one_error_line(capfd.readouterr().err)
+
+
 def test_a_package_error_is_one_error_line_and_exit_2(monkeypatch, capsys):
     def refuses(*_: object) -> list[check.Result]:
         raise ArgumentError("family: no family 'nope'")

@@ -128,6 +128,18 @@ def placed(a: np.ndarray, backend: str, offset: int = 0, order: tuple[int, ...] 
     return view.permute(*back) if arrays.is_torch(view) else view.transpose(back)
 
 
+def launches(plan: Plan, kernels: list[str]) -> bool:
+    """Whether a plan launches a kernel of one of these names (`--kernel`: a kernel author's cases)."""
+    return any(launch.kernel.name in kernels for launch in plan.launches)
+
+
+def unknown_kernels(kernels: list[str]) -> list[str]:
+    """The names among `kernels` that no catalogue kernel has."""
+    from rust_kernels.kernels import CATALOGUE
+
+    return sorted(set(kernels) - {cls.spec.name for cls in CATALOGUE.values()})
+
+
 def cases(backend: str, selected: list[Family] | None = None) -> list[tuple[Family, Plan, Shape]]:
     """Every (family, plan, shape) the check runs."""
     out = []

@@ -65,13 +65,19 @@ def _build_all(archs: list[str], export: Path | None = None, jobs: int = 1) -> i
     return len(entries)
 
 
-def _check(backend: str, family: list[str] | None = None) -> int:
+def _check(backend: str, family: list[str] | None = None, kernels: list[str] | None = None) -> int:
     from rust_kernels import check, registry
 
+    if kernels and (unknown := check.unknown_kernels(kernels)):
+        print(f"error: --kernel: no kernel named {', '.join(unknown)} (the catalogue's: rust_kernels.kernels)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     selected = [registry.family(name) for name in family] if family else None
-    results = check.run(backend, selected)
+    where = (lambda plan: check.launches(plan, kernels)) if kernels else None
+    results = check.run(backend, selected, sys.stdout, where)
     if not results:
-        print("error: no check ran (no family has cases for this backend)", file=sys.stderr)
+        what = f"no case launches {', '.join(kernels)}" if kernels else "no family has cases for this backend"
+        print(f"error: no check ran ({what})", file=sys.stderr)
         return 2
     return 0 if all(r.passed for r in results) else 1
 
@@ -138,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     check = command("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda", help="the GPU (default) or the emulator")
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
+    check.add_argument("--kernel", nargs="+", metavar="NAME", help="only the plans launching a kernel of one of these "
+                       "names (kernel authors: the kernel just added)")  # fmt: skip
     for name in ("bench", "sanitize", "fuzz", "tune"):  # their own modules parse their options (and --help)
         command(name, add_help=False)
     argv = sys.argv[1:] if argv is None else argv
@@ -175,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             if not usable:
                 print(f"error: no GPU to check on ({why}); use --backend host for the CPU emulator", file=sys.stderr)
                 return 2
-        return _check(options.backend, options.family)
+        return _check(options.backend, options.family, options.kernel)
     except RustKernelsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -33,7 +33,6 @@ from pathlib import Path
 
 from rust_kernels import check, registry
 from rust_kernels.dtypes import DTYPES
-from rust_kernels.kernels import CATALOGUE
 from rust_kernels.progress import Progress
 from rust_kernels.registry import Family, Plan
 
@@ -94,13 +93,8 @@ def cases(tool: str, families: list[Family] | None = None, kernels: list[str] | 
         for shape in family.sanitize_shapes[:shapes]:
             for dtype in tool_dtypes(tool, family.dtypes):
                 plans = family.plans("cuda", shape, dtype, exhaustive=True)
-                out += [(family, plan, shape) for plan in plans if kernels is None or _launches(plan, kernels)]
+                out += [(family, plan, shape) for plan in plans if kernels is None or check.launches(plan, kernels)]
     return out
-
-
-def _launches(plan: Plan, kernels: list[str]) -> bool:
-    """Whether a plan launches a kernel of one of these names."""
-    return any(launch.kernel.name in kernels for launch in plan.launches)
 
 
 def find_sanitizer() -> Path | None:
@@ -232,10 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=list(TOOLS), help=argparse.SUPPRESS)  # the run under the sanitizer
     options = parser.parse_args(argv)
     selected = [registry.family(name) for name in options.family] if options.family else None
-    if options.kernel:
-        known = {k.spec.name for k in CATALOGUE.values()}
-        if unknown := sorted(set(options.kernel) - known):
-            parser.error(f"--kernel: no kernel named {', '.join(unknown)} (the catalogue's: rust_kernels.kernels)")
+    if options.kernel and (unknown := check.unknown_kernels(options.kernel)):
+        parser.error(f"--kernel: no kernel named {', '.join(unknown)} (the catalogue's: rust_kernels.kernels)")
     if options.child:
         return child(options.child, selected, options.kernel)
     sanitizer = find_sanitizer()
