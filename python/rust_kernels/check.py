@@ -133,11 +133,14 @@ def launches(plan: Plan, kernels: list[str]) -> bool:
     return any(launch.kernel.name in kernels for launch in plan.launches)
 
 
-def unknown_kernels(kernels: list[str]) -> list[str]:
-    """The names among `kernels` that no catalogue kernel has."""
+def unknown_kernels(kernels: list[str]) -> str | None:
+    """The `--kernel` error naming the names among `kernels` that no catalogue kernel has, or None."""
     from rust_kernels.kernels import CATALOGUE
 
-    return sorted(set(kernels) - {cls.spec.name for cls in CATALOGUE.values()})
+    unknown = sorted(set(kernels) - {cls.spec.name for cls in CATALOGUE.values()})
+    if not unknown:
+        return None
+    return f"--kernel: no kernel named {', '.join(unknown)} (the catalogue's: rust_kernels.kernels)"
 
 
 def cases(backend: str, selected: list[Family] | None = None) -> list[tuple[Family, Plan, Shape]]:

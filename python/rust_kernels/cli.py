@@ -69,8 +69,7 @@ def _check(backend: str, family: list[str] | None = None, kernels: list[str] | N
     from rust_kernels import check, registry
 
     if kernels and (unknown := check.unknown_kernels(kernels)):
-        print(f"error: --kernel: no kernel named {', '.join(unknown)} (the catalogue's: rust_kernels.kernels)",
-              file=sys.stderr)  # fmt: skip
+        print(f"error: {unknown}", file=sys.stderr)
         return 2
     selected = [registry.family(name) for name in family] if family else None
     where = (lambda plan: check.launches(plan, kernels)) if kernels else None

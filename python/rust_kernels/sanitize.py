@@ -227,12 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     selected = [registry.family(name) for name in options.family] if options.family else None
     if options.kernel and (unknown := check.unknown_kernels(options.kernel)):
-        parser.error(f"--kernel: no kernel named {', '.join(unknown)} (the catalogue's: rust_kernels.kernels)")
+        parser.error(unknown)
     if options.child:
         return child(options.child, selected, options.kernel)
     sanitizer = find_sanitizer()
     if sanitizer is None:
         print(f"error: {NOT_FOUND.format(fallback=FALLBACK)}", file=sys.stderr)
+        return 2
+    todo = {tool: cases(tool, selected, options.kernel) for tool in options.tools}
+    if options.kernel and (empty := [tool for tool, found in todo.items() if not found]):
+        print(f"error: {', '.join(empty)}: no case launches {', '.join(options.kernel)}", file=sys.stderr)
         return 2
     options.out.mkdir(parents=True, exist_ok=True)
     log = options.out / "sanitize.log"  # appended to: runs of single tools gather in one log
@@ -240,11 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write(f"\n##### {time.strftime('%Y-%m-%d %H:%M:%S')}: {sanitizer} on {', '.join(options.tools)}\n")
     runs = []
     for tool in options.tools:
-        todo = cases(tool, selected, options.kernel)
-        if not todo:
-            print(f"error: {tool}: no case launches {', '.join(options.kernel or ())}", file=sys.stderr)
-            return 2
-        print(f"{tool}: {len(todo)} cases under {sanitizer} ...", flush=True)
+        print(f"{tool}: {len(todo[tool])} cases under {sanitizer} ...", flush=True)
         runs.append(run_tool(sanitizer, tool, log, options.timeout, options.family, options.kernel))
         print(runs[-1].line(), flush=True)
     clean = all(r.clean for r in runs)

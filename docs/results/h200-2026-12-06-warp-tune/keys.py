@@ -6,6 +6,7 @@ and the sm_90 kernels of every candidate of those ops there (f32 and bf16 with f
     python keys.py DEST   # from the repository root
 """
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -17,14 +18,13 @@ from rust_kernels.bench import suite
 from rust_kernels.families.batch_norm import common, training
 from rust_kernels.runtime import Placement
 
-TRAINING = {  # op: (its [B, C, H, W] inputs, scalars)
-    "batch_norm_2d_forward": ("x", {"training": True}),
-    "batch_norm_2d_backward": ("dy x", {"training": True}),
-    "batch_norm_2d_act_forward": ("x", {"activation": "relu"}),
-    "batch_norm_2d_act_backward": ("dy x", {"activation": "relu"}),
-    "batch_norm_2d_add_relu_forward": ("x residual", {}),
-    "batch_norm_2d_add_relu_backward": ("dy y x", {}),
-}
+_spec = importlib.util.spec_from_file_location(
+    "persistent_unserved", Path(__file__).resolve().parents[1] / "h200-2026-12-06-persistent-tune" / "unserved.py"
+)
+_unserved = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_unserved)
+
+TRAINING = _unserved.CALLS  # op: (its [B, C, H, W] inputs, scalars)
 EVAL = {
     "batch_norm_2d_nchw_forward_inference": ("x", {}),
     "batch_norm_2d_nchw_backward": ("dy x", {}),
