@@ -198,13 +198,18 @@ def test_bad_arch_variable_is_a_config_error(arch, monkeypatch):
         config.settings()
 
 
-def test_quiet_takes_0_or_1(monkeypatch):
-    monkeypatch.setenv("RUST_KERNELS_QUIET", "1")
-    assert config.settings().quiet
-    monkeypatch.setenv("RUST_KERNELS_QUIET", "0")
-    assert not config.settings().quiet
-    monkeypatch.setenv("RUST_KERNELS_QUIET", "yes")
-    with pytest.raises(ConfigError, match=r"^RUST_KERNELS_QUIET='yes': expected 1"):
+@pytest.mark.parametrize(("name", "field", "default"), [("RUST_KERNELS_QUIET", "quiet", False),
+                                                     ("RUST_KERNELS_PERSISTENT", "persistent", True),
+                                                     ("RUST_KERNELS_BLOCK", "block", False)])  # fmt: skip
+def test_switches_take_0_or_1_and_default_when_unset(monkeypatch, name, field, default):
+    monkeypatch.delenv(name, raising=False)
+    assert getattr(config.settings(), field) is default
+    monkeypatch.setenv(name, "1")
+    assert getattr(config.settings(), field) is True
+    monkeypatch.setenv(name, "0")
+    assert getattr(config.settings(), field) is False
+    monkeypatch.setenv(name, "yes")
+    with pytest.raises(ConfigError, match=rf"^{name}='yes': expected 1 \("):
         config.settings()
 
 

@@ -331,27 +331,19 @@ def _host_pair(x, dy, res, weight, bias, activation, forward, backward) -> list[
     return [y, save_mean, save_invstd, mean, var, *grads]
 
 
-@pytest.mark.parametrize(("key", "shape", "shift"), [("f32", (1, 6, 7, 7), 1e4), ("f64", (3, 5, 4, 4), 1e4),
-                                              ("bf16-f32", (1, 9, 9, 7), 1.0),
-                                              ("f16", (128, 3, 2, 2), 0.0)])  # fmt: skip
-def test_the_warp_kernels_match_float64_and_the_two_launch_plans(key, shape, shift):
-    """The warp kernels (a warp per NCHW channel, held in registers: 48 to 512 values): y, the saved and running
-    statistics, dx, dweight and dbias against float64, a mean far above the deviation (1e4 and 1) included, each
-    within the dtype's tolerance or twice the two-launch plans' own error; with a fused activation their outputs
-    equal the one-launch kernels'. The rule takes them for channels of at most 64 values, and where rows are too
-    short for the CTA-a-channel kernels up to 512; they are no candidates past 256 (512 for such rows)."""
+def _held_in_registers(key, shape, shift, held):
+    """A one-launch pair holding each channel in registers (`held(direction, activation)`: its plan): y, the saved
+    and running statistics, dx, dweight and dbias against float64, within the dtype's tolerance or twice the
+    two-launch plans' own error; with SiLU fused its outputs equal the CTA-a-channel kernels' within a rounding."""
     from rust_kernels.families.batch_norm import training
 
     storage, param = common.split_key(key)
-    units = training.warp_units(shape, storage)
-    assert training.warp_units((1, 4, 17, 17), "f32") is None and training.warp_units((128, 4, 2, 3), "f16") is None
     rng = np.random.default_rng(9)
     x = (rng.standard_normal(shape) + shift).astype(DTYPES[storage].numpy_dtype())
     dy = rng.standard_normal(shape).astype(x.dtype)
     weight = rng.uniform(0.5, 1.5, shape[1]).astype(DTYPES[param].numpy_dtype())
     bias = rng.standard_normal(shape[1]).astype(weight.dtype)
-    warp = {w: training.warp(w, shape, storage, param, units) for w in ("forward", "backward")}
-    ours = _host_pair(x, dy, None, weight, bias, None, warp["forward"], warp["backward"])
+    ours = _host_pair(x, dy, None, weight, bias, None, held("forward", 0), held("backward", 0))
     two = {w: getattr(training, w)(shape, storage, param, 0, False, 1) for w in ("forward", "backward")}
     rule = _host_pair(x, dy, None, weight, bias, None, two["forward"], two["backward"])
     y, mean, invstd, running_mean, running_var = reference_forward(x, weight, bias, 0, 1, 0.1)
@@ -362,18 +354,92 @@ def test_the_warp_kernels_match_float64_and_the_two_launch_plans(key, shape, shi
                                 strict=True):  # fmt: skip
         tolerance = rounded if got.dtype == x.dtype else accumulated
         assert relative(got, want) < max(tolerance, 2 * relative(other, want))
-    act = {w: training.warp(w, shape, storage, param, units, training.ACTIVATIONS["silu"]) for w in warp}
-    one = {w: training.fused(w, shape, storage, param, 0, 128, training.ACTIVATIONS["silu"]) for w in warp}
+    silu = training.ACTIVATIONS["silu"]
+    one = {w: training.fused(w, shape, storage, param, 0, 128, silu) for w in ("forward", "backward")}
     fused = _host_pair(x, dy, None, weight, bias, "silu", one["forward"], one["backward"])
-    for got, want in zip(_host_pair(x, dy, None, weight, bias, "silu", act["forward"], act["backward"]), fused,
-                         strict=True):  # fmt: skip
+    for got, want in zip(_host_pair(x, dy, None, weight, bias, "silu", held("forward", silu), held("backward", silu)),
+                         fused, strict=True):  # fmt: skip
         ulps = 2 * float(ml_dtypes.finfo(x.dtype).eps) if got.dtype == x.dtype else 0.0  # y, dx: a rounding apart
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=max(1e-4, ulps),
                                    atol=max(1e-5, ulps))  # fmt: skip
+
+
+@pytest.mark.parametrize(("key", "shape", "shift"), [("f32", (1, 6, 7, 7), 1e4), ("f64", (3, 5, 4, 4), 1e4),
+                                              ("bf16-f32", (1, 9, 9, 7), 1.0),
+                                              ("f16", (128, 3, 2, 2), 0.0)])  # fmt: skip
+def test_the_warp_kernels_match_float64_and_the_two_launch_plans(key, shape, shift):
+    """The warp kernels (a warp per NCHW channel, held in registers: 48 to 512 values), a mean far above the
+    deviation (1e4 and 1) included (_held_in_registers). The rule takes them for channels of at most 64 values, and
+    where rows are too short for the CTA-a-channel kernels up to 512; they are no candidates past 256 (512 for such
+    rows)."""
+    from rust_kernels.families.batch_norm import training
+
+    storage, param = common.split_key(key)
+    units = training.warp_units(shape, storage)
+    assert training.warp_units((1, 4, 17, 17), "f32") is None and training.warp_units((128, 4, 2, 3), "f16") is None
+    _held_in_registers(key, shape, shift, lambda which, act: training.warp(which, shape, storage, param, units, act))
     for small, rule_takes in (((1, 1024, 7, 7), True), ((128, 2560, 2, 2), True), ((1, 208, 14, 14), False),
                               ((64, 8, 4, 4), False)):  # fmt: skip
         chosen = training.plan("backward", small, "f32", "f32", 16, 132, False)  # f32 2x2 rows: 16 bytes
         assert isinstance(chosen.kernel, tuple(training.WARP.values())) == rule_takes, small
+
+
+@pytest.mark.parametrize(("key", "shape", "shift", "option"), [("f32", (2, 3, 17, 17), 1e4, 0),
+                                                        ("f64", (3, 2, 9, 9), 1e4, 0),
+                                                        ("bf16-f32", (1, 5, 14, 14), 1.0, 0),
+                                                        ("f16", (32, 2, 7, 7), 0.0, -1)])  # fmt: skip
+def test_the_block_kernels_match_float64_and_the_two_launch_plans(key, shape, shift, option):
+    """The block kernels (a CTA per NCHW channel, held in registers: 129 to 4096 values), at the smallest and the
+    largest CTA the autotuner times (_held_in_registers); they are candidates from 129 values to 4096, not at H*W = 1,
+    never with more threads than values (but in the checks, which take every instance holding the channel), and the
+    rule's up to 2048 values (128 threads up to 1024, else 256)."""
+    from rust_kernels.families.batch_norm import training
+
+    storage, param = common.split_key(key)
+    threads, units = training.block_options(shape)[option]
+    _held_in_registers(key, shape, shift, lambda w, act: training.block(w, shape, storage, param, threads, units, act))
+    assert training.block_options((1, 8, 8, 16)) == [] and training.block_options((4097, 8, 1, 1)) == []
+    assert training.block_options((1, 8, 64, 65)) == [] and training.block_options((1, 8, 8, 17)) == [(128, 2)]
+    assert training.block_options((32, 8, 8, 8)) == [(128, 16), (256, 8), (512, 4)]
+    every = training.block_options((1, 8, 8, 17), every=True)
+    assert len(every) == 11 and training.block_options((2, 8, 5, 8), every=True) == every
+    for blocks in (True, False):
+        candidates = training._candidates("backward", (32, 8, 8, 8), "f32", "f32", 16, 132, False, 0, False,
+                                          blocks)  # fmt: skip
+        assert sum(isinstance(p.kernel, training.BLOCK["backward", False]) for p in candidates) == 3 * blocks
+    for shape, rule in (((1, 8, 14, 14), (128, 2)), ((1, 8, 32, 32), (128, 8)), ((32, 8, 8, 8), (256, 8)),
+                        ((1, 8, 64, 64), None), ((1, 8, 8, 16), None), ((2048, 8, 1, 1), None)):  # fmt: skip
+        assert training.block_rule(shape) == rule, shape
+        chosen = training.plan("forward", shape, "bf16", "f32", 16, 132, False, 0, True)
+        assert isinstance(chosen.kernel, training.BLOCK["forward", False]) == (rule is not None), shape
+        assert not isinstance(training.plan("forward", shape, "bf16", "f32", 16, 132, False).kernel,
+                              tuple(training.BLOCK.values()))  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ["", "0", "1"])
+def test_the_block_kernels_are_the_ops_only_with_rust_kernels_block_1(monkeypatch, value):
+    """RUST_KERNELS_BLOCK=1 puts the block kernels among the training ops' candidates and in their rule (the
+    activation and add + ReLU ops' too); unset or 0 leaves them out (the shipped H200 table lacks their timings)."""
+    from rust_kernels import ops
+    from rust_kernels.families.batch_norm import training
+    from rust_kernels.runtime import Placement
+
+    monkeypatch.setenv("RUST_KERNELS_BLOCK", value)
+    kinds = tuple(training.BLOCK.values())
+    x, dy = np.zeros((32, 8, 8, 8), np.float32), np.zeros((32, 8, 8, 8), np.float32)
+    c = np.ones(8, np.float32)
+    calls = {"batch_norm_2d_forward": (x, c, c, c, c), "batch_norm_2d_backward": (dy, x, c, c, c, c, c),
+             "batch_norm_2d_act_forward": (x, c, c, c, c),
+             "batch_norm_2d_add_relu_backward": (dy, x, x, c, c, c)}  # fmt: skip
+    for name, arrays in calls.items():
+        op = getattr(ops, name).op
+        values = tuple({"training": True, "activation": "relu"}.get(s.name, s.default) for s in op.scalars)
+        _, problem = op.problem(arrays, values, "host")
+        placement = Placement(16, 132)
+        held = [p for p in op.candidates(problem, placement) if any(isinstance(k.kernel, kinds) for k in p.launches)]
+        assert len(held) == (3 if value == "1" else 0), name
+        chosen = op.choose(problem, placement).launches
+        assert any(isinstance(launch.kernel, kinds) for launch in chosen) == (value == "1"), name
 
 
 @pytest.mark.parametrize("activation", [None, "relu", "add_relu"])

@@ -11,11 +11,14 @@
 | `RUST_KERNELS_QUIET` | `1` silences the progress lines on stderr (`0`) |
 | `RUST_KERNELS_TUNING` | the autotuner (tuning.py): `off`, `on` or `force` (`on`) |
 | `RUST_KERNELS_PERSISTENT` | `0`: the autotuner leaves out the persistent channels_last training kernels (`1`) |
+| `RUST_KERNELS_BLOCK` | `1`: the NCHW training block kernels (a CTA per channel) are candidates and the rule's (`0`) |
 
 TUNING `off` runs the families' rules; `on` measured plans (the tuning cache's and shipped tables' timings, missing
 candidates timed on first use); `force` times every candidate afresh once per process.
 PERSISTENT `0` is for comparing plans with and without those kernels (timed like any other candidate; the shipped
-H200 table holds their timings).
+H200 table holds their timings). BLOCK is off by default until the shipped H200 table holds the block kernels'
+timings (an untuned H200 process would otherwise time them on each key's first call): on an H100 they made the
+training forward + backward 1.04-1.71x faster where they apply (docs/results/h100-2026-12-06-block/).
 RUSTC, CARGO and PTXAS take a path to an executable or a command name looked up on PATH.
 An empty variable counts as unset. A bad value raises ConfigError naming the variable and what to fix, at the first
 use of the settings, before any work. (ptx_linker.py runs as rustc's linker in a separate process and reads
@@ -49,6 +52,7 @@ VARIABLES = (
     "RUST_KERNELS_QUIET",
     "RUST_KERNELS_TUNING",
     "RUST_KERNELS_PERSISTENT",
+    "RUST_KERNELS_BLOCK",
 )
 TUNING_MODES = ("off", "on", "force")
 DEFAULT_ARCH = "sm_90"
@@ -68,6 +72,7 @@ class Settings:
     quiet: bool
     tuning: str  # one of TUNING_MODES
     persistent: bool  # the persistent channels_last kernels among the autotuner's candidates
+    block: bool  # the NCHW block kernels among the candidates and in the rule
 
 
 def settings() -> Settings:
@@ -102,15 +107,9 @@ def _load(values: tuple[str, ...], home: str) -> Settings:
     arch = env["RUST_KERNELS_ARCH"] or DEFAULT_ARCH
     if not is_arch(arch):
         raise ConfigError(f"RUST_KERNELS_ARCH={arch!r}: expected {ARCH_FORMAT}; fix or unset it")
-    quiet = env["RUST_KERNELS_QUIET"]
-    if quiet not in ("", "0", "1"):
-        raise ConfigError(f"RUST_KERNELS_QUIET={quiet!r}: expected 1 (quiet) or 0; fix or unset it")
     tuning = env["RUST_KERNELS_TUNING"] or "on"
     if tuning not in TUNING_MODES:
         raise ConfigError(f"RUST_KERNELS_TUNING={tuning!r}: expected one of {', '.join(TUNING_MODES)}; fix or unset it")
-    persistent = env["RUST_KERNELS_PERSISTENT"]
-    if persistent not in ("", "0", "1"):
-        raise ConfigError(f"RUST_KERNELS_PERSISTENT={persistent!r}: expected 1 (on) or 0; fix or unset it")
     return Settings(
         cache_dir=_cache_dir(env["RUST_KERNELS_CACHE_DIR"]),
         arch=arch,
@@ -118,10 +117,19 @@ def _load(values: tuple[str, ...], home: str) -> Settings:
         cargo=_executable("RUST_KERNELS_CARGO", env["RUST_KERNELS_CARGO"], "cargo"),
         llvm_bin=_llvm_bin(env["RUST_KERNELS_LLVM_BIN"]),
         ptxas=_executable("RUST_KERNELS_PTXAS", env["RUST_KERNELS_PTXAS"], "ptxas"),
-        quiet=quiet == "1",
+        quiet=_switch(env, "RUST_KERNELS_QUIET", "quiet", False),
         tuning=tuning,
-        persistent=persistent != "0",
+        persistent=_switch(env, "RUST_KERNELS_PERSISTENT", "on", True),
+        block=_switch(env, "RUST_KERNELS_BLOCK", "on", False),
     )
+
+
+def _switch(env: dict[str, str], name: str, meaning: str, default: bool) -> bool:
+    """A variable that is 1 (`meaning`) or 0, `default` where unset."""
+    value = env[name]
+    if value not in ("", "0", "1"):
+        raise ConfigError(f"{name}={value!r}: expected 1 ({meaning}) or 0; fix or unset it")
+    return default if value == "" else value == "1"
 
 
 def _cache_dir(value: str) -> Path:

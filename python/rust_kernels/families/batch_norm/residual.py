@@ -32,7 +32,7 @@ BACKWARD_OUTPUTS = (Output("dx", like="x"), Output("dresidual", like="x"), Outpu
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalizeAddRelu)
 BACKWARD_KERNELS = (BatchNorm2dAddReluMask, BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise,
                     training.FUSED["backward", False], training.FUSED_COLUMNS["backward", False],
-                    training.WARP["backward", False])  # fmt: skip
+                    training.WARP["backward", False], training.BLOCK["backward", False])  # fmt: skip
 
 
 def forward_plan(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,
@@ -95,9 +95,11 @@ def _choose_backward(problem: Problem, placement: Placement) -> Plan:
 
 
 def _candidates_backward(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
-    """The mask launch before each of the training backward's candidates."""
+    """The mask launch before each of the training backward's candidates whose kernels this op runs
+    (BACKWARD_KERNELS: not the persistent ones, which it would refuse)."""
     first = mask(problem.shape, problem.dtype, placement.alignment, placement.sms)  # type: ignore[arg-type]
-    return tuple(through_mask(first, p) for p in training.candidates("backward", problem, placement))
+    return tuple(through_mask(first, p) for p in training.candidates("backward", problem, placement)
+                 if all(isinstance(launch.kernel, BACKWARD_KERNELS) for launch in p.launches))  # fmt: skip
 
 
 def fits_backward(plan: Plan, problem: Problem) -> str | None:

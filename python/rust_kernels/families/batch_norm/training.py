@@ -21,7 +21,10 @@ the whole tensor fits the grid's registers: autotuner candidates unless RUST_KER
 fastest plan on 28-50 of the 176 suite keys they fit, per direction and dtype, by up to 1.35x forward and 1.51x
 backward: docs/results/h200-2026-12-06-persistent-tune/). Where an NCHW channel holds at most WARP_VALUES values
 (batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and
-_backward): x, or dy and x, read once, shuffles but no barriers.
+_backward): x, or dy and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES, up to BLOCK_VALUES values, a
+CTA per channel holds them (batch_norm_2d_block_forward and _backward: batch 1 at 14x14 to 56x56, batch 32 at 7x7
+and 8x8): autotuner candidates, and the rule's up to BLOCK_RULE_VALUES, with RUST_KERNELS_BLOCK=1 (off by default
+until the shipped H200 table times them).
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dBackwardReduce,
     BatchNorm2dBackwardReduceAct,
     BatchNorm2dBatchStats,
+    BatchNorm2dBlockBackward,
+    BatchNorm2dBlockBackwardAct,
+    BatchNorm2dBlockForward,
+    BatchNorm2dBlockForwardAct,
     BatchNorm2dFusedBackward,
     BatchNorm2dFusedBackwardAct,
     BatchNorm2dFusedBackwardChannelsLast,
@@ -73,7 +80,9 @@ PERSISTENT = {("forward", False): BatchNorm2dPersistentForwardChannelsLast,
               ("backward", True): BatchNorm2dPersistentBackwardChannelsLastAct}  # fmt: skip
 WARP = {("forward", False): BatchNorm2dWarpForward, ("forward", True): BatchNorm2dWarpForwardAct,
         ("backward", False): BatchNorm2dWarpBackward, ("backward", True): BatchNorm2dWarpBackwardAct}  # fmt: skip
-ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items(), *WARP.items())
+BLOCK = {("forward", False): BatchNorm2dBlockForward, ("forward", True): BatchNorm2dBlockForwardAct,
+         ("backward", False): BatchNorm2dBlockBackward, ("backward", True): BatchNorm2dBlockBackwardAct}  # fmt: skip
+ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items(), *WARP.items(), *BLOCK.items())
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct,
                    *(k for (which, _), k in ONE_LAUNCH if which == "forward"))  # fmt: skip
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
@@ -139,6 +148,20 @@ MIN_FUSED_ROW_BYTES = 32
 WARP_RULE_VALUES = 64
 WARP_VALUES = 256
 WARP_ROWS_VALUES = 512
+# The block kernels (a CTA per NCHW channel, held in registers: x, or dy and x, read once; two barriers forward, one
+# backward): autotuner candidates for channels of more than BLOCK_MIN_VALUES up to BLOCK_VALUES values, at each CTA
+# size of BLOCK_SIZES with the fewest values a thread (2 to 16) that hold the channel. BLOCK_VALUES: a CTA's registers
+# (the spec's BLOCK * UNITS <= 4096).
+BLOCK_SIZES = (128, 256, 512)
+BLOCK_MIN_VALUES = 128
+BLOCK_VALUES = 4096
+# The rule takes them up to BLOCK_RULE_VALUES, at the smaller CTA of 128 and 256 threads holding the channel at most 8
+# values a thread. Measured on an H100 (docs/results/h100-2026-12-06-block/), forward + backward: the best block pair
+# 1.18x (bf16) and 1.15x (f32) faster than the best plan of another kind at the median of 16 shapes of 196-3 136
+# values (batch 1 at 14x14 to 56x56, batch 8 at 14x14, batch 32 at 7x7 and 8x8, batch 64 at 3x3 and 7x7); this
+# choice of CTA within 1.17x of the best block plan on every key-direction up to 2 048 values; past them bf16's
+# backward at 16 values a thread (121 registers) lost by up to 1.3x.
+BLOCK_RULE_VALUES = 2048
 # H*W = 1 from this size of x on: the channels_last two-launch plan is the rule's where no one-launch plan is (and
 # the add + ReLU forward's), which reads rows of C coalesced (H100, 12-06: 1.5-3.8x faster than the NCHW rule's at
 # 64 KiB to 16 MiB; at 32x512 f32 8% slower). Smaller tensors at H*W = 1 take the channels_last one-launch kernels
@@ -336,6 +359,41 @@ def warp_units(shape: common.Shape4, dtype: str) -> int | None:
     return max(2, 1 << (-(-values // 32) - 1).bit_length())
 
 
+def block(which: str, shape: common.Shape4, dtype: str, param: str, threads: int, units: int,
+          activation: int = 0) -> Plan:  # fmt: skip
+    """The one-launch forward or backward (NCHW) of a CTA of `threads` per channel, `units` values a thread in
+    registers (grid [C])."""
+    kernel = BLOCK[which, bool(activation)](threads, units, *_activation(activation), dtype=dtype, param_dtype=param)
+    return Plan(kernel, (shape[1], 1, 1))
+
+
+def block_options(shape: common.Shape4, every: bool = False) -> list[tuple[int, int]]:
+    """The block kernels' (threads, values a thread) where they are candidates: each CTA size of BLOCK_SIZES (at
+    most the channel's values) with the fewest values a thread (a power of two, 2 to 16) that hold an NCHW channel
+    of more than BLOCK_MIN_VALUES and at most BLOCK_VALUES; none at H*W = 1 (the channels_last kernels read its rows
+    coalesced). `every`: each instance that holds a channel of 2 values or more, however many of its threads stay
+    idle (the checks').
+    """
+    values = shape[0] * shape[2] * shape[3]
+    if common.both_layouts(shape) or not (2 if every else BLOCK_MIN_VALUES + 1) <= values <= BLOCK_VALUES:
+        return []
+    fitting = [(threads, units) for threads in BLOCK_SIZES for units in (2, 4, 8, 16)
+               if values <= threads * units <= BLOCK_VALUES]  # fmt: skip
+    if every:
+        return fitting
+    return [min((o for o in fitting if o[0] == threads), key=lambda o: o[1]) for threads in BLOCK_SIZES
+            if threads <= values and any(o[0] == threads for o in fitting)]  # fmt: skip
+
+
+def block_rule(shape: common.Shape4) -> tuple[int, int] | None:
+    """The block kernels' (threads, values a thread) where the rule takes them (BLOCK_RULE_VALUES), else None."""
+    values = shape[0] * shape[2] * shape[3]
+    if common.both_layouts(shape) or not BLOCK_MIN_VALUES < values <= BLOCK_RULE_VALUES:
+        return None
+    threads = 128 if values <= 128 * 8 else 256
+    return threads, max(2, 1 << (-(-values // threads) - 1).bit_length())
+
+
 def fused_columns(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int, cols: int,
                   activation: int = 0) -> Plan:  # fmt: skip
     """The one-launch forward or backward in channels_last: a CTA per block of `cols` channel units (grid
@@ -457,7 +515,8 @@ def fused_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> i
 
 @cache  # a pure function of its arguments: the ops ask it on every call they decide
 def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool,
-         activation: int = 0) -> Plan:  # fmt: skip
+         activation: int = 0, blocks: bool = False) -> Plan:  # fmt: skip
+    """The rule's plan (`blocks`: with the block kernels, settings().block)."""
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and common.both_layouts(shape):
         # H*W = 1 (no NCHW one-launch plan: rows under a sector): the channels_last one-launch plan where the rule
@@ -470,9 +529,11 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
     small = shape[0] * shape[2] * shape[3] <= WARP_RULE_VALUES or not fusable(shape, dtype)
     if not channels_last and small and (units := warp_units(shape, dtype)):
         return warp(which, shape, dtype, param, units, activation)
-    block = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
-    if block:
-        return fused(which, shape, dtype, param, vectorized, block, activation)
+    if blocks and not channels_last and (held := block_rule(shape)):
+        return block(which, shape, dtype, param, *held, activation)
+    size = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
+    if size:
+        return fused(which, shape, dtype, param, vectorized, size, activation)
     build = forward if which == "forward" else backward
     packs = elementwise_mode(shape, dtype, alignment, channels_last)
     return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation, packs=packs)
@@ -480,20 +541,24 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
 
 @cache
 def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
-                channels_last: bool, activation: int, persistent_on: bool) -> tuple[Plan, ...]:  # fmt: skip
-    own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation)
+                channels_last: bool, activation: int, persistent_on: bool, blocks: bool = False
+                ) -> tuple[Plan, ...]:  # fmt: skip
+    own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation, blocks)
     build = forward if which == "forward" else backward
     out = [own] + [p for layout in common.layouts(shape, channels_last)
                    for p in around(build, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and fused_fits(shape, dtype, sms, scale=4):
-        out += [fused(which, shape, dtype, param, vectorized, block, activation) for block in FUSED_BLOCKS]
+        out += [fused(which, shape, dtype, param, vectorized, size, activation) for size in FUSED_BLOCKS]
     if not channels_last and (units := warp_units(shape, dtype)):
         out.append(warp(which, shape, dtype, param, units, activation))
+    if blocks and not channels_last:
+        out += [block(which, shape, dtype, param, threads, units, activation)
+                for threads, units in block_options(shape)]  # fmt: skip
     if channels_last or common.both_layouts(shape):  # the channels_last one-launch kernels (H*W = 1: an NCHW call's)
         nhwc = vector_mode(shape, dtype, alignment, True)
-        out += [fused_columns(which, shape, dtype, param, nhwc, block, cols, activation)
-                for block, cols in column_options(shape, dtype, nhwc, sms, small=True)]  # fmt: skip
+        out += [fused_columns(which, shape, dtype, param, nhwc, size, cols, activation)
+                for size, cols in column_options(shape, dtype, nhwc, sms, small=True)]  # fmt: skip
         if persistent_on:
             options = persistent_options(shape, dtype, nhwc, sms, PERSISTENT_CTAS_PER_SM * sms)
             out += [persistent(which, shape, dtype, param, nhwc, units, cols, activation) for units, cols in options]
@@ -549,15 +614,16 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
     (channels_last, and NCHW at H*W = 1; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size
     (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid
-    (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits a warp's registers."""
+    (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits a warp's registers, and with
+    RUST_KERNELS_BLOCK=1 its block kernels where it fits a CTA's (block_options)."""
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
-                       settings().persistent)  # fmt: skip
+                       settings().persistent, settings().block)  # fmt: skip
 
 
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:
     return plan(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
-                problem.order is not None, activation_of(problem))  # fmt: skip
+                problem.order is not None, activation_of(problem), settings().block)  # fmt: skip
 
 
 def activation_of(problem: Problem) -> int:

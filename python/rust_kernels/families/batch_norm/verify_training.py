@@ -57,7 +57,7 @@ SPACES = {
     ),
 }
 SANITIZE_SHAPES = [
-    (2, 3, 5, 8),  # H*W = 40: every NCHW pack; C = 3 forbids channels_last packs
+    (2, 3, 5, 8),  # H*W = 40: every NCHW pack; C = 3 forbids channels_last packs; every block kernel instance
     (3, 40, 3, 3),  # C = 40: channels_last packs of 8 bf16 or 4 f32, 5 or 10 column units; rows of 9: packs across
     # two channels in the NCHW masked and grouped reductions
     (4, 2, 31, 33),  # 4 092 single elements per channel: several unrolled steps per thread
@@ -176,6 +176,10 @@ class _Training(Family):
                     for vectorized in packs(shape, storage, False) for block in blocks]  # fmt: skip
         if units := training.warp_units(shape, storage):  # type: ignore[arg-type]
             out.append(training.warp(self.which, shape, storage, param, units, activation))  # type: ignore[arg-type]
+        # The GPU's checks take every block instance holding the channel; the emulator the candidates' smallest CTA.
+        options = training.block_options(shape, every=backend == "cuda")  # type: ignore[arg-type]
+        out += [training.block(self.which, shape, storage, param, threads, units, activation)  # type: ignore[arg-type]
+                for threads, units in (options if backend == "cuda" else options[:1])]  # fmt: skip
         for vectorized in packs(shape, storage, True):
             widths = training.column_widths(shape, storage, vectorized, sms)  # type: ignore[arg-type]
             widths = list(dict.fromkeys((1, widths[-1]))) if every_grid else widths[-1:]
