@@ -18,7 +18,8 @@ candidates timed on first use); `force` times every candidate afresh once per pr
 PERSISTENT `0` is for comparing plans with and without those kernels (timed like any other candidate; the shipped
 H200 table holds their timings). BLOCK is off by default until the shipped H200 table holds the block kernels'
 timings (an untuned H200 process would otherwise time them on each key's first call): on an H100 they made the
-training forward + backward 1.04-1.71x faster where they apply (docs/results/h100-2026-12-06-block/).
+training rule's forward + backward 1.01-2.14x (bf16) and 1.07-1.25x (f32) faster on the suite shapes timed
+(docs/results/h100-2026-12-06-block/).
 RUSTC, CARGO and PTXAS take a path to an executable or a command name looked up on PATH.
 An empty variable counts as unset. A bad value raises ConfigError naming the variable and what to fix, at the first
 use of the settings, before any work. (ptx_linker.py runs as rustc's linker in a separate process and reads

@@ -356,7 +356,12 @@ def warp_units(shape: common.Shape4, dtype: str) -> int | None:
     most = WARP_VALUES if fusable(shape, dtype) else WARP_ROWS_VALUES
     if common.both_layouts(shape) or not 0 < values <= most:
         return None
-    return max(2, 1 << (-(-values // 32) - 1).bit_length())
+    return fewest_units(values, 32)
+
+
+def fewest_units(values: int, threads: int) -> int:
+    """The fewest values a thread, a power of two from 2, with which `threads` hold `values`."""
+    return max(2, 1 << (-(-values // threads) - 1).bit_length())
 
 
 def block(which: str, shape: common.Shape4, dtype: str, param: str, threads: int, units: int,
@@ -391,7 +396,7 @@ def block_rule(shape: common.Shape4) -> tuple[int, int] | None:
     if common.both_layouts(shape) or not BLOCK_MIN_VALUES < values <= BLOCK_RULE_VALUES:
         return None
     threads = 128 if values <= 128 * 8 else 256
-    return threads, max(2, 1 << (-(-values // threads) - 1).bit_length())
+    return threads, fewest_units(values, threads)
 
 
 def fused_columns(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int, cols: int,
