@@ -39,6 +39,7 @@ def _sibling(name: str, path: str):
 
 hw1 = _sibling("hw1_fused_probe", "h100-2026-12-06-hw1-fused/probe.py")
 keys = _sibling("warp_tune_keys", "h200-2026-12-06-warp-tune/keys.py")
+warp = _sibling("warp_probe", "h100-2026-12-06-warp/probe.py")
 
 SHAPES = [(1, 208, 14, 14), (1, 800, 14, 14), (1, 192, 17, 17), (1, 32, 35, 35), (1, 352, 28, 28), (1, 480, 28, 28),
           (1, 96, 56, 56), (1, 256, 56, 56), (8, 256, 14, 14), (32, 320, 8, 8), (32, 448, 8, 8), (32, 544, 7, 7),
@@ -90,36 +91,7 @@ def build(dest: Path) -> None:
 
 
 def one_shape(timer, shape, dtype, rows) -> None:
-    family, t, fwd, bwd = hw1.training_calls(shape, dtype)
-    where = "x".join(map(str, shape))
-    chosen, line = {}, []
-    for which, every in plans(shape, dtype).items():
-        make = fwd if which == "forward" else bwd
-        candidates = [p for p in every if hw1.runs(make(p))]
-        outputs = (lambda out: out[:3]) if which == "forward" else (lambda out: out)  # y, save_mean, save_invstd
-        want = outputs(make(candidates[0])())
-        blocks = [p for p in candidates if kind(p) == "nchw-block"]
-        worst = max(((a.float() - b.float()).abs() / (b.float().abs() + 1e-3)).max().item()
-                    for p in blocks for a, b in zip(outputs(make(p)()), want, strict=True))  # fmt: skip
-        us = timer.medians_us({hw1.label(p): make(p) for p in candidates})
-        rows += [f'{which},{dtype},{where},"{k}",{v:.3f}' for k, v in us.items()]
-        by_kind = {}
-        for p in candidates:
-            by_kind.setdefault(kind(p), []).append((us[hw1.label(p)], hw1.label(p), p))
-        others = [e for k, v in by_kind.items() if k != "nchw-block" for e in v]
-        chosen[which] = (candidates[0], min(others)[2], min(by_kind["nchw-block"])[2])
-        kinds = " | ".join(f"{k} {min(v)[0]:.2f}" for k, v in sorted(by_kind.items()))
-        line.append(f"{which}: rule {us[hw1.label(candidates[0])]:.2f} ({kind(candidates[0])}) | {kinds} | best block "
-                    f"{min(by_kind['nchw-block'])[1]} | block vs rule's outputs {worst:.1e}")  # fmt: skip
-    refs = family.bench_calls(t)
-
-    def pair(i):
-        f, b = chosen["forward"][i], chosen["backward"][i]
-        return lambda: (fwd(f)(), bwd(b)())
-
-    us = timer.medians_us({"rule": pair(0), "best_other": pair(1), "block": pair(2),
-                           **{k: refs[k] for k in ("torch", "compile", "bound")}})  # fmt: skip
-    hw1.report_pairs(rows, dtype, where, line, us)
+    warp.compare(timer, shape, dtype, rows, plans, kind, "nchw-block")
 
 
 NCU_SHAPES = [(1, 208, 14, 14), (1, 352, 28, 28), (32, 448, 8, 8)]
@@ -168,7 +140,6 @@ def rules(shape, dtype, activation):
 
 def rule(dtype: str) -> None:
     """The warp probe's `rule` over this probe's shapes and plans (its module's rule_shapes and rules replaced)."""
-    warp = _sibling("warp_probe", "h100-2026-12-06-warp/probe.py")
     warp.rule_shapes, warp.rules = rule_shapes, rules
     warp.rule(dtype)
 

@@ -89,37 +89,46 @@ def build(dest: Path) -> None:
 
 
 def one_shape(timer, shape, dtype, rows) -> None:
+    compare(timer, shape, dtype, rows, plans, kind, "nchw-warp")
+
+
+def compare(timer, shape, dtype, rows, plans_of, kind_of, new: str) -> None:
+    """One shape: per direction every candidate of `plans_of(shape, dtype)` that the device runs, timed interleaved
+    (the rows), the `new` kind's (of `kind_of`) outputs against the rule's; then the forward + backward pair of the
+    rule, of the best plan of another kind and of the best `new` one, torch eager, torch.compile and the bound. The
+    block kernels' probe (../h100-2026-12-06-block/probe.py) calls it too."""
     family, t, fwd, bwd = hw1.training_calls(shape, dtype)
     where = "x".join(map(str, shape))
+    name = new.removeprefix("nchw-")
     chosen, line = {}, []
-    for which, every in plans(shape, dtype).items():
+    for which, every in plans_of(shape, dtype).items():
         make = fwd if which == "forward" else bwd
         candidates = [p for p in every if hw1.runs(make(p))]
         outputs = (lambda out: out[:3]) if which == "forward" else (lambda out: out)  # y, save_mean, save_invstd
         want = outputs(make(candidates[0])())
-        warp = next((p for p in candidates if kind(p) == "nchw-warp"), None)
-        if warp is None:  # past the candidates' values since they were narrowed (the README)
-            print(f"{dtype} {'x'.join(map(str, shape))}: no warp candidate", flush=True)
+        news = [p for p in candidates if kind_of(p) == new]
+        if not news:  # past the candidates' values since they were narrowed (the README)
+            print(f"{dtype} {where}: no {name} candidate", flush=True)
             return
         worst = max(((a.float() - b.float()).abs() / (b.float().abs() + 1e-3)).max().item()
-                    for a, b in zip(outputs(make(warp)()), want, strict=True))  # fmt: skip
+                    for p in news for a, b in zip(outputs(make(p)()), want, strict=True))  # fmt: skip
         us = timer.medians_us({hw1.label(p): make(p) for p in candidates})
         rows += [f'{which},{dtype},{where},"{k}",{v:.3f}' for k, v in us.items()]
         by_kind = {}
         for p in candidates:
-            by_kind.setdefault(kind(p), []).append((us[hw1.label(p)], hw1.label(p), p))
-        others = [e for k, v in by_kind.items() if k != "nchw-warp" for e in v]
-        chosen[which] = (candidates[0], min(others)[2], warp)
+            by_kind.setdefault(kind_of(p), []).append((us[hw1.label(p)], hw1.label(p), p))
+        others = [e for k, v in by_kind.items() if k != new for e in v]
+        chosen[which] = (candidates[0], min(others)[2], min(by_kind[new])[2])
         kinds = " | ".join(f"{k} {min(v)[0]:.2f}" for k, v in sorted(by_kind.items()))
-        line.append(f"{which}: rule {us[hw1.label(candidates[0])]:.2f} ({kind(candidates[0])}) | {kinds} | warp vs "
-                    f"rule's outputs {worst:.1e}")  # fmt: skip
+        line.append(f"{which}: rule {us[hw1.label(candidates[0])]:.2f} ({kind_of(candidates[0])}) | {kinds} | best "
+                    f"{name} {min(by_kind[new])[1]} | {name} vs rule's outputs {worst:.1e}")  # fmt: skip
     refs = family.bench_calls(t)
 
     def pair(i):
         f, b = chosen["forward"][i], chosen["backward"][i]
         return lambda: (fwd(f)(), bwd(b)())
 
-    us = timer.medians_us({"rule": pair(0), "best_other": pair(1), "warp": pair(2),
+    us = timer.medians_us({"rule": pair(0), "best_other": pair(1), name: pair(2),
                            **{k: refs[k] for k in ("torch", "compile", "bound")}})  # fmt: skip
     hw1.report_pairs(rows, dtype, where, line, us)
 

@@ -621,9 +621,10 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid
     (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits a warp's registers, and with
     RUST_KERNELS_BLOCK=1 its block kernels where it fits a CTA's (block_options)."""
+    setting = settings()  # one read of the environment (several µs)
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
-                       settings().persistent, settings().block)  # fmt: skip
+                       setting.persistent, setting.block)  # fmt: skip
 
 
 def choose(which: str, problem: Problem, placement: Placement) -> Plan:
