@@ -200,7 +200,7 @@ def test_bad_arch_variable_is_a_config_error(arch, monkeypatch):
 
 @pytest.mark.parametrize(("name", "field", "default"), [("RUST_KERNELS_QUIET", "quiet", False),
                                                      ("RUST_KERNELS_PERSISTENT", "persistent", True),
-                                                     ("RUST_KERNELS_BLOCK", "block", False)])  # fmt: skip
+                                                     ("RUST_KERNELS_BLOCK", "block", True)])  # fmt: skip
 def test_switches_take_0_or_1_and_default_when_unset(monkeypatch, name, field, default):
     monkeypatch.delenv(name, raising=False)
     assert getattr(config.settings(), field) is default

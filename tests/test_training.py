@@ -417,9 +417,9 @@ def test_the_block_kernels_match_float64_and_the_two_launch_plans(key, shape, sh
 
 
 @pytest.mark.parametrize("value", ["", "0", "1"])
-def test_the_block_kernels_are_the_ops_only_with_rust_kernels_block_1(monkeypatch, value):
-    """RUST_KERNELS_BLOCK=1 puts the block kernels among the training ops' candidates and in their rule (the
-    activation and add + ReLU ops' too); unset or 0 leaves them out (the shipped H200 table lacks their timings)."""
+def test_the_block_kernels_are_the_ops_unless_rust_kernels_block_is_0(monkeypatch, value):
+    """The block kernels are among the training ops' candidates and in their rule (the activation and add + ReLU
+    ops' too), unset or with RUST_KERNELS_BLOCK=1; 0 leaves them out."""
     from rust_kernels import ops
     from rust_kernels.families.batch_norm import training
     from rust_kernels.runtime import Placement
@@ -437,9 +437,9 @@ def test_the_block_kernels_are_the_ops_only_with_rust_kernels_block_1(monkeypatc
         _, problem = op.problem(arrays, values, "host")
         placement = Placement(16, 132)
         held = [p for p in op.candidates(problem, placement) if any(isinstance(k.kernel, kinds) for k in p.launches)]
-        assert len(held) == (3 if value == "1" else 0), name
+        assert len(held) == (0 if value == "0" else 3), name
         chosen = op.choose(problem, placement).launches
-        assert any(isinstance(launch.kernel, kinds) for launch in chosen) == (value == "1"), name
+        assert any(isinstance(launch.kernel, kinds) for launch in chosen) == (value != "0"), name
 
 
 @pytest.mark.parametrize("activation", [None, "relu", "add_relu"])

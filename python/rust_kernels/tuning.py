@@ -22,7 +22,9 @@ launches are. Where a repetition still cannot be captured it is issued as it is 
 times hold host time). At most TUNE_BUDGET_S per key.
 Never inside CUDA-graph capture (the table's winner, else the heuristic plan), never in the emulator.
 RUST_KERNELS_TUNING (config) turns it off (the heuristic plan), on (default) or force (every candidate re-timed once
-per process).
+per process). With it on, a key the shipped table serves is never timed: candidates of kernels added since the table
+was measured (none of its plans holds them) are left out there until a table holding them ships, and timed
+wherever the process times anyway (`newer_than_table`).
 """
 
 from __future__ import annotations
@@ -134,6 +136,27 @@ def shipped(slug: str) -> dict[str, Entry]:
     return {}
 
 
+@cache
+def table_kernels(slug: str) -> frozenset[str]:
+    """The names of the kernels the shipped table for a GPU has timed in some plan (from its entries' plan labels,
+    whose launches start with the kernel's id, `<name>__<dtype>__<consts>`)."""
+    return frozenset(launch.split(" ", 1)[0].split("__", 1)[0] for entry in shipped(slug).values()
+                     for launch in entry.plan.split(" + "))  # fmt: skip
+
+
+def newer_than_table(plans: Sequence[Plan], names: Sequence[str], device: Gpu) -> set[int]:
+    """Where the shipped table serves a key but for candidates of kernels it has never timed (kernels added since it
+    was measured): those candidates' indices, which a process following RUST_KERNELS_TUNING=on leaves out rather than
+    timing them on a key the table serves (they are timed wherever the process times anyway: a key the table lacks,
+    a GPU it does not cover, the tune command). Else none."""
+    timed_kernels = table_kernels(device.slug)
+    newer = {i for i, plan in enumerate(plans) if any(p.kernel.name not in timed_kernels for p in plan.launches)}
+    table = shipped(device.slug)
+    if not newer or len(newer) == len(plans) or any(names[i] not in table for i in range(len(plans)) if i not in newer):
+        return set()
+    return newer
+
+
 _memory: dict[str, Entry] = {}  # this process's entries, by name (also what force re-timed)
 
 
@@ -205,8 +228,9 @@ def mode() -> str:
 
 
 def use(setting: str | None) -> None:
-    """This process tunes in mode `setting` (one of config.TUNING_MODES), whatever RUST_KERNELS_TUNING says;
-    None: as it says."""
+    """This process tunes in mode `setting` (one of config.TUNING_MODES), whatever RUST_KERNELS_TUNING says, timing
+    every candidate without an entry (the tune command: kernels newer than the shipped table included); None: as it
+    says."""
     global _mode
     if setting is not None and setting not in config.TUNING_MODES:
         raise ValueError(f"tuning mode: expected one of {config.TUNING_MODES}, got {setting!r}")
@@ -232,7 +256,9 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
     names = [entry_name(tuning_key, p, info.arch, keys) for p in candidates]
     _record(names)
     known = [lookup(info, n, fresh=setting == "force") for n in names]
-    missing = [i for i, e in enumerate(known) if e is None]
+    # the tune command (use) and force time the kernels newer than the shipped table too
+    left_out = newer_than_table(candidates, names, info) if _mode is None and setting == "on" else set()
+    missing = [i for i, e in enumerate(known) if e is None and i not in left_out]
     if missing and not capturing(stream) and not profiler():
         timing = _timing_stream(device, stream)
         with _timing_lock:
@@ -245,7 +271,7 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
         return None
     best_us, best = min(times)
     winner = candidates[best]
-    if not any(e is None for e in known):  # complete: the same choice for every later call
+    if not any(e is None for i, e in enumerate(known) if i not in left_out):  # the same choice for every later call
         _chosen[memo] = (winner, names)
         if missing:
             timed.append(Timed(tuning_key, candidates[0].label, known[0].us, winner.label, best_us))  # type: ignore[union-attr]

@@ -23,8 +23,8 @@ backward: docs/results/h200-2026-12-06-persistent-tune/). Where an NCHW channel 
 (batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and
 _backward): x, or dy and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES, up to BLOCK_VALUES values, a
 CTA per channel holds them (batch_norm_2d_block_forward and _backward: batch 1 at 14x14 to 56x56, batch 32 at 7x7
-and 8x8): autotuner candidates, and the rule's up to BLOCK_RULE_VALUES, with RUST_KERNELS_BLOCK=1 (off by default
-until the shipped H200 table times them).
+and 8x8): autotuner candidates, and the rule's up to BLOCK_RULE_VALUES, unless RUST_KERNELS_BLOCK=0 (the shipped
+H200 table has not timed them: on the keys it serves they are left out, tuning.newer_than_table).
 """
 
 from __future__ import annotations
@@ -619,8 +619,8 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
     (channels_last, and NCHW at H*W = 1; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size
     (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid
-    (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits a warp's registers, and with
-    RUST_KERNELS_BLOCK=1 its block kernels where it fits a CTA's (block_options)."""
+    (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits a warp's registers, and its block
+    kernels where it fits a CTA's (block_options; unless RUST_KERNELS_BLOCK=0)."""
     setting = settings()  # one read of the environment (several µs)
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
