@@ -605,18 +605,24 @@ def test_the_shipped_h200_table_serves_suite_keys_of_every_tuned_op_for_the_curr
 
     shapes = suite.shapes("batch_norm_2d")
     shapes = [shapes[i] for i in suite.spread(len(shapes))[:40]]
-    train, relu = {"training": True}, {"activation": "relu"}
-    calls = {  # op: (its [B, C, H, W] inputs, scalars, memory formats)
-        "batch_norm_2d_nchw_backward": ("dy x", {}, (False,)),
-        "batch_norm_2d_nchw_forward_inference": ("x", {}, (False,)),
-        "batch_norm_2d_forward": ("x", train, (False, True)),
-        "batch_norm_2d_backward": ("dy x", train, (False, True)),
-        "batch_norm_2d_act_forward": ("x", relu, (False, True)),
-        "batch_norm_2d_act_backward": ("dy x", relu, (False, True)),
-        "batch_norm_2d_add_relu_forward": ("x residual", {}, (False, True)),
-        "batch_norm_2d_add_relu_backward": ("dy y x", {}, (False, True)),
-    }
-    for name, (big, scalars, layouts) in calls.items():
+    train, frozen, relu = {"training": True}, {"training": False}, {"activation": "relu"}
+    calls = [  # (op, its [B, C, H, W] inputs, scalars, memory formats)
+        ("batch_norm_2d_nchw_backward", "dy x", {}, (False,)),
+        ("batch_norm_2d_nchw_forward_inference", "x", {}, (False,)),
+        ("batch_norm_2d_forward", "x", frozen, (True,)),  # the eval channels_last kernels (NCHW: the two above)
+        ("batch_norm_2d_backward", "dy x", frozen, (True,)),
+        ("batch_norm_2d_act_eval_forward", "x", relu, (False, True)),
+        ("batch_norm_2d_act_eval_backward", "dy x", relu, (False, True)),
+        ("batch_norm_2d_add_relu_eval_forward", "x residual", {}, (False, True)),
+        ("batch_norm_2d_add_relu_eval_backward", "dy y x", {}, (False, True)),
+        ("batch_norm_2d_forward", "x", train, (False, True)),
+        ("batch_norm_2d_backward", "dy x", train, (False, True)),
+        ("batch_norm_2d_act_forward", "x", relu, (False, True)),
+        ("batch_norm_2d_act_backward", "dy x", relu, (False, True)),
+        ("batch_norm_2d_add_relu_forward", "x residual", {}, (False, True)),
+        ("batch_norm_2d_add_relu_backward", "dy y x", {}, (False, True)),
+    ]
+    for name, big, scalars, layouts in calls:
         op = getattr(ops, name).op
         for channels_last in layouts:
             served = 0
