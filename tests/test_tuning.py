@@ -333,6 +333,19 @@ def test_kernels_newer_than_the_shipped_table_are_left_out_on_keys_it_serves_and
     finally:
         tuning.use(None)
     assert sorted(idle.timed[len(candidates(unserved)) :]) == sorted(p.label for p in plans_served if block_kernels(p))
+    # A damaged cache file of a table's candidate is timed again, the newer ones still left out (the rule's plan, a
+    # block plan here, among them: no time of it to report).
+    for f in (tmp_path / "tuning").rglob("*.json"):
+        f.unlink()
+    tuning.forget()
+    name = tuning.entry_name(tuning.key(problem(served), Placement(16, GPU.sms), GPU), older[1], GPU.arch)
+    damaged = tmp_path / "tuning" / GPU.slug / name[:2] / f"{name}.json"
+    damaged.parent.mkdir(parents=True, exist_ok=True)
+    damaged.write_text("{not json")
+    again = Timer({older[1].label: 2.0})
+    monkeypatch.setattr(tuning, "time_plans", again)
+    assert block_kernels(plans_served[0]) and choose(plans_served, served) == older[1]
+    assert again.timed == [older[1].label] and tuning.timed[-1].rule_us is None
 
 
 def test_a_damaged_entry_is_timed_again(monkeypatch, tmp_path):

@@ -276,7 +276,8 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
     if not any(e is None for i, e in enumerate(known) if i not in left_out):  # the same choice for every later call
         _chosen[memo] = (winner, names)
         if missing:
-            timed.append(Timed(tuning_key, candidates[0].label, known[0].us, winner.label, best_us))  # type: ignore[union-attr]
+            rule = known[0]  # None where the rule's plan was left out (newer than the table)
+            timed.append(Timed(tuning_key, candidates[0].label, rule and rule.us, winner.label, best_us))
     return winner
 
 
