@@ -3,6 +3,7 @@
 gradients compared with the same model's in float64: is a difference between ours and torch's a rounding difference
 (both as far from float64) or an error? GPU machine:
     PYTHONPATH=python python3 scripts/model_grads_vs_float64.py resnet50 [frozen|train] [contiguous|channels_last]
+        [fuse]   # rust_kernels.torch.convert(model, fuse=True): each BN feeding only a ReLU, SiLU or ReLU6 fused
 """
 
 import copy
@@ -27,7 +28,7 @@ if bn == "frozen":
     model.eval()
 model = model.to(memory_format=layout)
 ref = copy.deepcopy(model).double()
-ours = rkt.convert(copy.deepcopy(model))
+ours = rkt.convert(copy.deepcopy(model), fuse=len(sys.argv) > 4 and sys.argv[4] == "fuse")
 x = torch.randn(8, 3, 224, 224, device="cuda").contiguous(memory_format=layout)
 t = torch.randint(0, 1000, (8,), device="cuda")
 

@@ -104,6 +104,20 @@ def test_bad_arguments_are_named_before_any_launch():
             ops.batch_norm_2d_act_backward(x, x, p, p, mean, invstd, EPS, "relu", backend="host", plan=plan)
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_silu_over_16_bit_activations_takes_the_fast_sigmoid(channels_last):
+    """SiLU's sigmoid over bf16/f16 activations is ex2.approx and rcp.approx (the accurate exp and division made those
+    kernels compute-bound); f32 keeps the accurate one, and ReLU instances never take an exp."""
+    shape = (8, 64, 14, 14)
+    for key, activation, fast in (("bf16-f32", "silu", True), ("f16", "silu", True), ("f32", "silu", False),
+                                  ("bf16-f32", "relu", False)):  # fmt: skip
+        storage, param = split_key(key)
+        for which in ("forward", "backward"):
+            plan = training.plan(which, shape, storage, param, 16, 132, channels_last, training.ACTIVATIONS[activation])
+            ptx = "".join(rust_kernels.build(launch.kernel, "sm_90").read_text() for launch in plan.launches)
+            assert ("ex2.approx" in ptx) == fast, (key, activation, which, plan.label)
+
+
 def test_the_fused_ops_are_torch_operators_passing_opcheck_and_gradcheck():
     x = torch.randn(2, 3, 2, 3, dtype=torch.float64)
     weight, bias = torch.rand(3, dtype=torch.float64) + 0.5, torch.randn(3, dtype=torch.float64)
