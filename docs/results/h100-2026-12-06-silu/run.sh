@@ -6,6 +6,7 @@
 #   models    bench --models efficientnet_b0, B = 128, BN training, bf16 autocast, convert(fuse=True), CUDA graph,
 #             NCHW and channels_last, sides A and B (torch's BN the anchor in each process)
 #   grads     scripts/model_grads_vs_float64.py efficientnet_b0 train LAYOUT fuse, both layouts, sides A and B
+#   check     check_silu.py run (side B): every check case launching a kernel the change touched
 set -uo pipefail
 here=docs/results/h100-2026-12-06-silu
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -37,6 +38,9 @@ for step in "$@"; do
                 echo "grads $s $layout rc $? at $SECONDS s"; grep "max rel diff" "$OUT/grads_${s}_$layout.log"
             done
         done ;;
+    check)
+        PYTHONPATH=$PWD/python timeout 300 python $here/check_silu.py run > "$OUT/check.log" 2>&1
+        echo "check rc $? at $SECONDS s"; tail -n 30 "$OUT/check.log" | cut -c1-200 ;;
     *) echo "unknown step $step" ;;
     esac
 done

@@ -3,13 +3,16 @@ and error bounds, through the activation. The plans cover both activations; each
 activation its kernels fuse.
 
 Forward: y = act(z), z the training forward's output, |act'| <= L (1 for ReLU and ReLU6, 1.0998 for SiLU), so
-|y^ - y| <= L |z^ - z| + 4u |y| (SiLU's sigmoid and product round a few times).
+|y^ - y| <= L |z^ - z| + 4u |y| (SiLU's sigmoid and product round a few times). SiLU over 16-bit activations takes
+the fast sigmoid (activation.rs.j2): s within 13u relative (exp_fast within 4 ulps, 8u, through 1 + e and that
+sum's rounding: 9u; rcp.approx within 2 ulps, 4u; docs/math.md), so 4u + 13u there.
 
 Backward: the kernels recompute z from x, the saved statistics and the parameters in the accumulation type:
 |z^ - z| <= dz = 6u (|x - mean| |weight| invstd + |bias|). They then run the training backward on g = act'(z^) dy in
 dy's stead, so its bounds hold for g, plus what the difference of g^ from the reference's g = act'(z) dy adds:
 dg <= |dy| where ReLU's or ReLU6's branch is ambiguous (z within dz of 0, or of 6), else 0; SiLU's |act''| <= 0.5, so
-dg <= |dy| (dz / 2 + 8u).
+dg <= |dy| (dz / 2 + 8u), and with the fast sigmoid's error ds <= 13u s, act' = s (1 + z (1 - s)) moves by up to
+|1 + z - 2 z s| ds more.
 A per-element dg reaches the sums whole (sum |dg| into dbias, sum |dg| |x - mean| into the other), and dx through
 its own element (|k1| dg) and the sums' terms.
 """
@@ -34,11 +37,22 @@ KINKS = {"relu": (0.0,), "relu6": (0.0, 6.0)}  # where a piecewise-linear activa
 HOST_SUITE = [(2, 3, 2, 2), (2, 16, 4, 4)]  # the second: packs in both layouts (the first adds no instance)
 # Fuzz and property cases: both activations, and the training families' shapes (smaller on the host).
 SPACE_SCALARS = {"activation": ("relu", "silu", "relu6")}
+FAST_SIGMOID_U = 13  # the fast sigmoid's relative error in units of u (above)
 
 
 def name_of(plan: Plan) -> str:
     """The activation the plan's normalize or elementwise launch fuses."""
     return NAMES[plan.launches[-1].kernel.activation]
+
+
+def fast_sigmoid(plan: Plan) -> bool:
+    """Whether the plan's kernels take the fast sigmoid: SiLU over 16-bit activations (activation.rs.j2)."""
+    return name_of(plan) == "silu" and DTYPES[plan.kernel.dtype].size == 2
+
+
+def rounding(plan: Plan) -> float:
+    """act(z)'s own relative error in units of u, the forward's 4u and the fast sigmoid's where it is taken."""
+    return 4 + FAST_SIGMOID_U * fast_sigmoid(plan)
 
 
 def act(name: str, z: np.ndarray) -> np.ndarray:
@@ -54,10 +68,11 @@ def act_grad(name: str, z: np.ndarray) -> np.ndarray:
     return ((z > 0) if name == "relu" else (z > 0) & (z < 6)).astype(np.float64)
 
 
-def through_activation(inputs: dict[str, np.ndarray], name: str, u: float, mean: np.ndarray,
+def through_activation(inputs: dict[str, np.ndarray], plan: Plan, u: float, mean: np.ndarray,
                        invstd: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
     """The inputs with dy replaced by the reference's g = act'(z) dy, z = (x - mean) * weight * invstd + bias, and the
-    bound dg of the kernels' g (u: their unit roundoff)."""
+    bound dg of the kernels' g (u: their unit roundoff) through the plan's activation."""
+    name = name_of(plan)
     dy, x, weight, bias = (np.asarray(inputs[k], np.float64) for k in ("dy", "x", "weight", "bias"))
     c = (slice(None), None, None)
     z = (x - mean[c]) * (weight * invstd)[c] + bias[c]
@@ -68,6 +83,9 @@ def through_activation(inputs: dict[str, np.ndarray], name: str, u: float, mean:
         dg = np.abs(dy) * ambiguous
     else:
         dg = np.abs(dy) * (dz / 2 + 8 * u)
+        if fast_sigmoid(plan):
+            s = 1 / (1 + np.exp(-z))
+            dg += np.abs(dy) * FAST_SIGMOID_U * u * s * np.abs(1 + z - 2 * z * s)
     return inputs | {"dy": g}, dg
 
 
@@ -112,7 +130,7 @@ class FusedForward(_Fused, TrainingForward):
         z = TrainingForward.reference(self, inputs, plan)[0]
         dz, *rest = super().tolerances(plan, shape, inputs, (z, *ref[1:]))
         u = DTYPES[plan.kernel.dtype].unit_roundoff
-        return [LIPSCHITZ[name_of(plan)] * dz + 4 * u * np.abs(ref[0]), *rest]
+        return [LIPSCHITZ[name_of(plan)] * dz + rounding(plan) * u * np.abs(ref[0]), *rest]
 
 
 class FusedBackward(_Fused, TrainingBackward):
@@ -128,19 +146,19 @@ class FusedBackward(_Fused, TrainingBackward):
         rng = np.random.default_rng(seed + 1)
         return out | {"bias": (rng.standard_normal(shape[1]) * 0.5).astype(out["weight"].dtype)}
 
-    def _through(self, inputs: dict[str, np.ndarray], name: str, u: float) -> tuple[dict, np.ndarray]:
+    def _through(self, inputs: dict[str, np.ndarray], plan: Plan, u: float) -> tuple[dict, np.ndarray]:
         mean, invstd = (np.asarray(inputs[k], np.float64) for k in ("save_mean", "save_invstd"))
-        return through_activation(inputs, name, u, mean, invstd)
+        return through_activation(inputs, plan, u, mean, invstd)
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
-        through, _ = self._through(inputs, name_of(plan), 0.0)
+        through, _ = self._through(inputs, plan, 0.0)
         return super().reference(through, plan)
 
     def tolerances(self, plan: Plan, shape: tuple[int, ...], inputs: dict[str, np.ndarray],
                    ref: tuple[np.ndarray, ...]) -> list[np.ndarray]:  # fmt: skip
         dtype, param = plan.kernel.dtype, plan.kernel.param_dtype
         u = DTYPES[dtype].unit_roundoff
-        through, dg = self._through(inputs, name_of(plan), u)
+        through, dg = self._through(inputs, plan, u)
         ddx, ddweight, ddbias = super().tolerances(plan, shape, through, ref)
         x, weight, mean, invstd = (np.asarray(inputs[k], np.float64) for k in ("x", "weight", "save_mean",
                                                                                 "save_invstd"))  # fmt: skip

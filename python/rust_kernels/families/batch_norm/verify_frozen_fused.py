@@ -3,14 +3,15 @@ references and error bounds (verify.py), through the activation or the residual 
 formats (the channels_last eval families' shapes and layouts, verify_frozen.py).
 
 Forward + act: y = act(z), z the eval forward's value, |act'| <= L (verify_activation.LIPSCHITZ): |y^ - y| <=
-L |z^ - z| + 4u |y|. Forward + add + ReLU: |y^ - y| <= |z^ - z| + u (|z| + |residual|) + us |y|, as the training
-form's (verify_residual.py).
+L |z^ - z| + 4u |y| (+ 13u |y| with the fast sigmoid: verify_activation.rounding). Forward + add + ReLU:
+|y^ - y| <= |z^ - z| + u (|z| + |residual|) + us |y|, as the training form's (verify_residual.py).
 
 Backward + act: the kernels recompute z = (x - mean) * (weight / sqrt(var + eps)) + bias in the accumulation type:
 6 roundings, |z^ - z| <= dz = 6u (|x - mean| |weight| rstd + |bias|). The eval backward's bounds then hold for
 g = act'(z^) dy in dy's stead, plus what g^'s distance dg from the reference's g = act'(z) dy adds
-(verify_activation.FusedBackward._through: |dy| where a kink's branch is ambiguous, SiLU |dy| (dz / 2 + 8u)): to dx
-its own |k1| dg (k1 = weight rstd; no batch terms in eval mode), to the sums sum dg |x - mean| rstd and sum dg.
+(verify_activation.through_activation: |dy| where a kink's branch is ambiguous, SiLU |dy| (dz / 2 + 8u) and the
+fast sigmoid's term): to dx its own |k1| dg (k1 = weight rstd; no batch terms in eval mode), to the sums
+sum dg |x - mean| rstd and sum dg.
 Backward + add + ReLU: the mask is exact, so the eval backward's bounds hold with g in dy's stead.
 """
 
@@ -122,7 +123,8 @@ class ActForward(_Activation, _EvalFused, verify.ForwardInference):
         z = verify.ForwardInference.reference(self, inputs, plan)
         (dz,) = super().tolerances(plan, shape, inputs, z)
         u = DTYPES[plan.kernel.dtype].unit_roundoff
-        return [verify_activation.LIPSCHITZ[verify_activation.name_of(plan)] * dz + 4 * u * np.abs(ref[0])]
+        name = verify_activation.name_of(plan)
+        return [verify_activation.LIPSCHITZ[name] * dz + verify_activation.rounding(plan) * u * np.abs(ref[0])]
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
         return self._forward_plans(frozen_fused.BatchNorm2dFrozenForwardAct, backend, shape, dtype, ACTIVATIONS)
@@ -142,8 +144,7 @@ class ActBackward(_Activation, _EvalFused, verify.Backward):
         bound dg of the kernels' g."""
         mean = np.asarray(inputs["running_mean"], np.float64)
         rstd = common.rstd(inputs["running_var"], common.kernel_eps(plan.kernel, self.scalars["eps"]))
-        name = verify_activation.name_of(plan)
-        return verify_activation.through_activation(inputs, name, u, mean, rstd)
+        return verify_activation.through_activation(inputs, plan, u, mean, rstd)
 
     def reference(self, inputs: dict[str, np.ndarray], plan: Plan) -> tuple[np.ndarray, ...]:
         return super().reference(self._through(inputs, plan, 0.0)[0], plan)
