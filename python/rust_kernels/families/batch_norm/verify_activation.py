@@ -61,9 +61,13 @@ def act(name: str, z: np.ndarray) -> np.ndarray:
     return np.maximum(z, 0.0) if name == "relu" else np.clip(z, 0.0, 6.0)
 
 
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-z))
+
+
 def act_grad(name: str, z: np.ndarray) -> np.ndarray:
     if name == "silu":
-        s = 1 / (1 + np.exp(-z))
+        s = sigmoid(z)
         return s * (1 + z * (1 - s))
     return ((z > 0) if name == "relu" else (z > 0) & (z < 6)).astype(np.float64)
 
@@ -84,7 +88,7 @@ def through_activation(inputs: dict[str, np.ndarray], plan: Plan, u: float, mean
     else:
         dg = np.abs(dy) * (dz / 2 + 8 * u)
         if fast_sigmoid(plan):
-            s = 1 / (1 + np.exp(-z))
+            s = sigmoid(z)
             dg += np.abs(dy) * FAST_SIGMOID_U * u * s * np.abs(1 + z - 2 * z * s)
     return inputs | {"dy": g}, dg
 
