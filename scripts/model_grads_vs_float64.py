@@ -3,7 +3,10 @@
 gradients compared with the same model's in float64: is a difference between ours and torch's a rounding difference
 (both as far from float64) or an error? GPU machine:
     PYTHONPATH=python python3 scripts/model_grads_vs_float64.py resnet50 [frozen|train] [contiguous|channels_last]
-        [fuse]   # rust_kernels.torch.convert(model, fuse=True): each BN feeding only a ReLU, SiLU or ReLU6 fused
+        [fuse]   # rust_kernels.torch.convert(model, fuse=True): each BN feeding only a ReLU, SiLU, ReLU6 or
+                 # Hardswish fused
+Dropout and stochastic depth (MobileNets, EfficientNets) are set to drop nothing: their masks would differ from side
+to side (and float64 draws its own), so the gradients would differ by what was dropped, not by rounding.
 """
 
 import copy
@@ -21,6 +24,9 @@ name = sys.argv[1]
 bn = sys.argv[2] if len(sys.argv) > 2 else "frozen"
 layout = torch.channels_last if len(sys.argv) > 3 and sys.argv[3] == "channels_last" else torch.contiguous_format
 model = getattr(torchvision.models, name)(weights=None).cuda().train()
+for m in model.modules():
+    if isinstance(m, torch.nn.Dropout | torchvision.ops.StochasticDepth):
+        m.p = 0.0
 with torch.no_grad():
     for _ in range(3):
         model(torch.randn(16, 3, 224, 224, device="cuda"))

@@ -19,7 +19,12 @@ from rust_kernels.families.batch_norm.common import split_key
 
 EPS = 1e-5
 OPS = torch.ops.rust_kernels
-ACT = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.nn.functional.relu6}
+ACT = {
+    "relu": torch.relu,
+    "silu": torch.nn.functional.silu,
+    "relu6": torch.nn.functional.relu6,
+    "hardswish": torch.nn.functional.hardswish,
+}
 
 
 def reference(x, dy, weight, bias, activation, momentum=0.1):
@@ -47,17 +52,21 @@ def ours(x, dy, weight, bias, activation, backend="host"):
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
-@pytest.mark.parametrize("activation", ["relu", "silu", "relu6"])
+@pytest.mark.parametrize("activation", list(ACT))
 def test_fused_forward_and_backward_match_float64_torch(activation, channels_last):
     rng = np.random.default_rng(1)
     shape = (3, 8, 5, 4)  # C = 8: channels_last packs of 2 f64
     x = in_layout(rng.standard_normal(shape) * 2 + 0.3, channels_last)
     weight, bias = rng.uniform(0.5, 1.5, 8), rng.standard_normal(8) * 0.5
-    if activation == "relu6":  # some of z above 6 too
+    if activation in ("relu6", "hardswish"):  # z past every kink: above 6, below -3
         weight *= 4
     dy = in_layout(rng.standard_normal(shape), channels_last)
     got = ours(x, dy, weight, bias, activation)
     want = reference(x, dy, weight, bias, activation)
+    if activation == "hardswish":  # both kinks crossed: y 0 below -3, y = z above 3
+        z = torch.nn.functional.batch_norm(torch.as_tensor(x), None, None, torch.as_tensor(weight),
+                                           torch.as_tensor(bias), True)  # fmt: skip
+        assert (z < -3).any() and (z > 3).any() and ((z > -3) & (z < 3)).any()
     assert got[0].strides == x.strides and got[1].strides == x.strides  # outputs in x's memory format
     for name, a, b in zip(("y", "dx", "dweight", "dbias", "running_mean", "running_var"), got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=name)
@@ -90,7 +99,9 @@ def test_relu_nan_passes_through_as_torch_s_does():
 def test_bad_arguments_are_named_before_any_launch():
     x = np.zeros((2, 3, 4, 4))
     p = np.ones(3)
-    with pytest.raises(ArgumentError, match=r"activation: expected one of \['relu', 'relu6', 'silu'\], got 'gelu'"):
+    with pytest.raises(
+        ArgumentError, match=r"activation: expected one of \['hardswish', 'relu', 'relu6', 'silu'\], got 'gelu'"
+    ):
         ops.batch_norm_2d_act_forward(x, p, p, p.copy(), p.copy(), 0.1, EPS, "gelu", backend="host")
     with pytest.raises(ArgumentError, match="training mode needs more than 1 value per channel"):
         ops.batch_norm_2d_act_forward(np.zeros((1, 3, 1, 1)), p, p, p.copy(), p.copy(), 0.1, EPS, backend="host")
@@ -133,17 +144,19 @@ def test_the_fused_ops_are_torch_operators_passing_opcheck_and_gradcheck():
         torch.library.opcheck(OPS.batch_norm_2d_act_backward, (dy, layout, weight, bias, save_mean, save_invstd, EPS,
                                                                "silu"))  # fmt: skip
 
-    def f(x, weight, bias):
-        return OPS.batch_norm_2d_act_forward(x, weight, bias, *statistics(), 0.1, EPS, "silu")[0]
+    for activation in ("silu", "hardswish"):
 
-    leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
-    assert torch.autograd.gradcheck(f, leaves)
+        def f(x, weight, bias, activation=activation):
+            return OPS.batch_norm_2d_act_forward(x, weight, bias, *statistics(), 0.1, EPS, activation)[0]
+
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        assert torch.autograd.gradcheck(f, leaves), activation
 
 
 # --- on the GPU -------------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
-@pytest.mark.parametrize("activation", ["relu", "silu", "relu6"])
+@pytest.mark.parametrize("activation", list(ACT))
 @pytest.mark.parametrize("key", ["f32", "f64", "bf16-f32", "f16-f32", "bf16", "f16"])
 def test_gpu_fused_matches_float64_as_closely_as_torch_unfused(key, activation, channels_last):
     """Ours fused and torch's unfused (F.batch_norm, then the activation), both on CUDA in `key`, against float64:

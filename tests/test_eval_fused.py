@@ -52,9 +52,10 @@ def reference(x, dy, weight, bias, mean, var, activation=None, residual=None):
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
-@pytest.mark.parametrize("activation", ["relu", "silu", "relu6"])
+@pytest.mark.parametrize("activation", list(ACT))
 def test_fused_eval_act_matches_float64_torch(activation, channels_last):
-    x, dy, _, weight, bias, mean, var = inputs(1, channels_last=channels_last, scale=4 if activation == "relu6" else 1)
+    scale = 4 if activation in ("relu6", "hardswish") else 1  # z past every kink
+    x, dy, _, weight, bias, mean, var = inputs(1, channels_last=channels_last, scale=scale)
     y = ops.batch_norm_2d_act_eval_forward(x, weight, bias, mean, var, EPS, activation, backend="host")
     dx, dweight, dbias = ops.batch_norm_2d_act_eval_backward(dy, x, weight, bias, mean, var, EPS, activation,
                                                              backend="host")  # fmt: skip
@@ -64,6 +65,8 @@ def test_fused_eval_act_matches_float64_torch(activation, channels_last):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=name)
     if activation == "relu6":
         assert (y == 6).any() and (y == 0).any()  # both of ReLU6's kinks were crossed
+    if activation == "hardswish":  # both kinks crossed: y 0 below -3, y = z above 3, and between them
+        assert (y == 0).any() and (y > 3).any() and ((y < 0) & (y > -0.375)).any()
 
 
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
@@ -99,7 +102,9 @@ def test_storage_types_match_float64_within_their_rounding(key):
 def test_bad_arguments_are_named_before_any_launch():
     x = np.zeros((2, 3, 4, 4))
     p = np.ones(3)
-    with pytest.raises(ArgumentError, match=r"activation: expected one of \['relu', 'relu6', 'silu'\], got 'gelu'"):
+    with pytest.raises(
+        ArgumentError, match=r"activation: expected one of \['hardswish', 'relu', 'relu6', 'silu'\], got 'gelu'"
+    ):
         ops.batch_norm_2d_act_eval_forward(x, p, p, p, p, EPS, "gelu", backend="host")
     with pytest.raises(ArgumentError, match="bias: expected shape"):
         ops.batch_norm_2d_act_eval_backward(x, x, p, np.ones(4), p, p, EPS, "relu", backend="host")
@@ -276,7 +281,7 @@ def test_gpu_eval_fused_backward_bench_columns_run_and_agree(channels_last, resi
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
-@pytest.mark.parametrize("activation", ["relu", "silu", "relu6", None], ids=["relu", "silu", "relu6", "add_relu"])
+@pytest.mark.parametrize("activation", [*ACT, None], ids=[*ACT, "add_relu"])
 @pytest.mark.parametrize("key", ["f32", "f64", "bf16-f32", "f16-f32", "bf16", "f16"])
 @pytest.mark.parametrize("shape", [(8, 24, 14, 14), (2, 512, 1, 1), (64, 16, 28, 28)])
 def test_gpu_fused_eval_matches_float64_as_closely_as_torch_unfused(shape, key, activation, channels_last):

@@ -742,19 +742,21 @@ def test_batchnormact_fuses_relu_and_silu_without_drop_only(monkeypatch, act, dr
 
 class _Block(torch.nn.Module):
     """A residual block shaped like torchvision's: bn1 -> relu (a shared inplace ReLU module), bn2 -> F.relu6,
-    bn3 -> the residual add -> relu (fused with its add), bn4 -> silu method-free and GELU (neither fused)."""
+    bn3 -> an inplace Hardswish module (MobileNetV3's), bn4 -> the residual add -> relu (fused with its add), bn5 ->
+    silu method-free and GELU (neither fused)."""
 
     def __init__(self, c: int) -> None:
         super().__init__()
         self.conv = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn1, self.bn2, self.bn3, self.bn4 = (torch.nn.BatchNorm2d(c) for _ in range(4))
-        self.relu, self.gelu = torch.nn.ReLU(inplace=True), torch.nn.GELU()
+        self.bn1, self.bn2, self.bn3, self.bn4, self.bn5 = (torch.nn.BatchNorm2d(c) for _ in range(5))
+        self.relu, self.gelu, self.hardswish = torch.nn.ReLU(inplace=True), torch.nn.GELU(), torch.nn.Hardswish(True)
 
     def forward(self, x):
         out = self.relu(self.bn1(self.conv(x)))
         out = torch.nn.functional.relu6(self.bn2(self.conv(out)))
-        out = self.relu(self.bn3(self.conv(out)) + x)
-        return torch.nn.functional.silu(self.bn4(out)) + self.gelu(self.bn4.weight[None, :, None, None] * out)
+        out = self.hardswish(self.bn3(self.conv(out)))
+        out = self.relu(self.bn4(self.conv(out)) + x)
+        return torch.nn.functional.silu(self.bn5(out)) + self.gelu(self.bn5.weight[None, :, None, None] * out)
 
 
 @pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=["nchw", "cl"])
@@ -765,8 +767,9 @@ def test_convert_fuse_fuses_each_bn_feeding_only_an_activation(layout, monkeypat
     assert isinstance(ours, torch.fx.GraphModule)
     kinds = {name: type(m) for name, m in ours.named_modules() if name.startswith("bn")}
     assert kinds == {"bn1": rk_torch.FusedBatchNorm2d, "bn2": rk_torch.FusedBatchNorm2d,
-                     "bn3": rk_torch.FusedBatchNorm2dAddReLU, "bn4": rk_torch.FusedBatchNorm2d}  # fmt: skip
-    assert (ours.bn1.activation, ours.bn2.activation, ours.bn4.activation) == ("relu", "relu6", "silu")
+                     "bn3": rk_torch.FusedBatchNorm2d, "bn4": rk_torch.FusedBatchNorm2dAddReLU,
+                     "bn5": rk_torch.FusedBatchNorm2d}  # fmt: skip
+    assert [ours.get_submodule(f"bn{k}").activation for k in (1, 2, 3, 5)] == ["relu", "relu6", "hardswish", "silu"]
     assert list(ours.state_dict()) == list(theirs.state_dict())
     seen = []
     monkeypatch.setattr(library, "run_host", spy(seen, library.run_host))
@@ -781,7 +784,7 @@ def test_convert_fuse_fuses_each_bn_feeding_only_an_activation(layout, monkeypat
         torch.testing.assert_close(q.grad, p.grad, msg=name)
     for (name, t), u in zip(theirs.state_dict().items(), ours.state_dict().values(), strict=True):
         torch.testing.assert_close(u, t, msg=name)
-    assert sum(c[0] is activation.FORWARD for c in seen) == 6  # bn1, bn2, bn4 fused, two steps
+    assert sum(c[0] is activation.FORWARD for c in seen) == 8  # bn1, bn2, bn3, bn5 fused, two steps
     ours.eval(), theirs.eval()
     with torch.no_grad():  # eval: our normalisation in either layout, the activation after it once
         for layout in (torch.contiguous_format, torch.channels_last):

@@ -761,6 +761,8 @@ TANGENT_FORMS = {
                lambda x, r, w, b, s: F.silu(F.batch_norm(x, *s, w, b, True))),
     "+ relu6": (lambda x, r, w, b, s: rk_torch.batch_norm_act_2d(x, *s, w, b, act="relu6"),
                 lambda x, r, w, b, s: F.relu6(F.batch_norm(x, *s, w, b, True))),
+    "+ hardswish": (lambda x, r, w, b, s: rk_torch.batch_norm_act_2d(x, *s, w, b, act="hardswish"),
+                    lambda x, r, w, b, s: F.hardswish(F.batch_norm(x, *s, w, b, True))),
     "+ residual, relu": (lambda x, r, w, b, s: rk_torch.batch_norm_add_relu_2d(x, r, *s, w, b),
                          lambda x, r, w, b, s: torch.relu(F.batch_norm(x, *s, w, b, True) + r)),
 }  # fmt: skip

@@ -124,8 +124,8 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--memory-format", choices=models.MEMORY_FORMATS, default=models.MEMORY_FORMATS[0],
                    help="the memory format of the model and its inputs")  # fmt: skip
     m.add_argument("--fuse", action="store_true", help="ours: convert(model, fuse=True), each BatchNorm2d that "
-                   "feeds only a ReLU, SiLU or ReLU6, or only an add whose sum feeds only a ReLU, fused with it "
-                   "(torch.fx)")  # fmt: skip
+                   "feeds only a ReLU, SiLU, ReLU6 or Hardswish, or only an add whose sum feeds only a ReLU, fused "
+                   "with it (torch.fx)")  # fmt: skip
     m.add_argument("--steps", type=_at_least(5), default=models.STEPS, help="timed steps per side and cell")
     m.add_argument("--warmup", type=_at_least(1), default=models.WARMUP, help="untimed steps per side before timing")
     m.add_argument("--profile-steps", type=_at_least(0), default=models.PROFILE_STEPS,

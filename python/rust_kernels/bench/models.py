@@ -520,7 +520,7 @@ class Plan:
     budget_s: float = 0.0  # no limit
     bn: str = "frozen"  # or "train", "eval" (BN_MODES)
     memory_format: str = "contiguous"  # or "channels_last" (MEMORY_FORMATS)
-    fuse: bool = False  # ours: convert(model, fuse=True): BN + ReLU/SiLU/ReLU6 and BN + add + ReLU fused
+    fuse: bool = False  # ours: convert(model, fuse=True): BN + ReLU/SiLU/ReLU6/Hardswish and BN + add + ReLU fused
 
     def cells(self) -> list[Cell]:
         return [

@@ -6,7 +6,7 @@
                                          # (nn.SyncBatchNorm: rk_torch.SyncBatchNorm)
     model.train()                        # training mode: batch statistics on ours, NCHW or channels_last
     model.eval()                         # eval mode: the running statistics, on ours too, NCHW or channels_last
-    model = rk_torch.convert(model, fuse=True)  # BN + ReLU/SiLU/ReLU6, BN + add + ReLU: one kernel, both modes
+    model = rk_torch.convert(model, fuse=True)  # BN + ReLU/SiLU/ReLU6/Hardswish, BN + add + ReLU fused, both modes
     y, save_mean, save_invstd = torch.ops.rust_kernels.batch_norm_2d_forward(x, weight, bias, mean, var, True)
     dx, dweight, dbias = torch.ops.rust_kernels.batch_norm_2d_backward(dy, x, weight, mean, var, save_mean,
                                                                        save_invstd, True)

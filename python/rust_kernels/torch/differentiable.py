@@ -45,7 +45,11 @@ def _relu6(z: Tensor) -> Tensor:
     return ((z > 0) & (z < 6)).to(z.dtype)
 
 
-_ACTIVATION_GRADIENTS = {"relu": _relu, "silu": _silu, "relu6": _relu6}
+def _hardswish(z: Tensor) -> Tensor:
+    return torch.where(z < -3, 0.0, torch.where(z <= 3, z / 3 + 0.5, 1.0)).to(z.dtype)
+
+
+_ACTIVATION_GRADIENTS = {"relu": _relu, "silu": _silu, "relu6": _relu6, "hardswish": _hardswish}
 
 
 def _through_activation(dy: Tensor, z: Tensor, x: Tensor, activation: str) -> Tensor:

@@ -416,9 +416,9 @@ def batch_norm_act_2d(x: Tensor, running_mean: Tensor, running_var: Tensor, weig
                       bias: Tensor | None = None, momentum: float = 0.1, eps: float = 1e-5, act: str = "relu",
                       training: bool = True) -> Tensor:  # fmt: skip
     """act(torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)), act
-    "relu", "silu" or "relu6", on the fused kernels. Training mode: one pass fewer forward and the activation's own
-    backward passes saved; running statistics updated in place. Eval mode (training=False): frozen running
-    statistics, one pass over the activations forward and backward where BN and act apart take two (under
+    "relu", "silu", "relu6" or "hardswish", on the fused kernels. Training mode: one pass fewer forward and the
+    activation's own backward passes saved; running statistics updated in place. Eval mode (training=False): frozen
+    running statistics, one pass over the activations forward and backward where BN and act apart take two (under
     forward-mode AD, BN then act). x NCHW or channels_last (y in x's memory format)."""
     if weight is None:
         weight = torch.ones_like(running_var)
@@ -522,11 +522,14 @@ def batch_norm_add_relu_2d(x: Tensor, residual: Tensor, running_mean: Tensor, ru
 
 
 # The activations the fused kernels compute: their modules, and the functions and tensor methods torch.fx records.
-_ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu", torch.nn.ReLU6: "relu6"}
+_ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "silu", torch.nn.ReLU6: "relu6",
+                       torch.nn.Hardswish: "hardswish"}  # fmt: skip
 _ACTIVATION_FUNCTIONS = {torch.nn.functional.relu: "relu", torch.relu: "relu", torch.relu_: "relu",
-                         torch.nn.functional.silu: "silu", torch.nn.functional.relu6: "relu6"}  # fmt: skip
+                         torch.nn.functional.silu: "silu", torch.nn.functional.relu6: "relu6",
+                         torch.nn.functional.hardswish: "hardswish"}  # fmt: skip
 _ACTIVATION_METHODS = {"relu": "relu", "relu_": "relu"}
-_APPLY = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.nn.functional.relu6}
+_APPLY = {"relu": torch.relu, "silu": torch.nn.functional.silu, "relu6": torch.nn.functional.relu6,
+          "hardswish": torch.nn.functional.hardswish}  # fmt: skip
 
 
 class _FusingNormalization(BatchNorm2d):
@@ -544,8 +547,8 @@ class _FusingNormalization(BatchNorm2d):
 
 class _BatchNormAct2d(_FusingNormalization):
     """timm's BatchNormAct2d (a torch.nn.BatchNorm2d with `drop` and `act` modules after it) on our kernels: with no
-    drop (nn.Identity) and act nn.ReLU, nn.SiLU or nn.ReLU6, BatchNorm2d and the activation fused (both modes);
-    otherwise our normalisation, then its own drop and activation."""
+    drop (nn.Identity) and act nn.ReLU, nn.SiLU, nn.ReLU6 or nn.Hardswish, BatchNorm2d and the activation fused (both
+    modes); otherwise our normalisation, then its own drop and activation."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         act = _ACTIVATION_MODULES.get(type(self.act))
@@ -556,8 +559,8 @@ class _BatchNormAct2d(_FusingNormalization):
 
 class FusedBatchNorm2d(_FusingNormalization):
     """What `convert(model, fuse=True)` makes of a BatchNorm2d whose output only feeds an activation it fuses
-    (`activation`: "relu", "silu" or "relu6"; the activation's call is then gone from the traced graph): the same
-    parameters, buffers and state_dict, y = act(BatchNorm2d(x))."""
+    (`activation`: "relu", "silu", "relu6" or "hardswish"; the activation's call is then gone from the traced graph):
+    the same parameters, buffers and state_dict, y = act(BatchNorm2d(x))."""
 
     activation: str
 
@@ -641,20 +644,20 @@ def _subclass(kind: type, ours: type) -> type:
 
 def convert(model: torch.nn.Module, fuse: bool = False) -> torch.nn.Module:
     """Makes every torch.nn.BatchNorm2d in `model` (the model itself included) a rust_kernels BatchNorm2d, and every
-    torch.nn.SyncBatchNorm a rust_kernels SyncBatchNorm, in place, and returns `model`; timm's BatchNormAct2d gets
-    our kernels (with ReLU, SiLU or ReLU6 and no drop, the normalisation and activation fused in both modes; else
+    torch.nn.SyncBatchNorm a rust_kernels SyncBatchNorm, in place, and returns `model`; timm's BatchNormAct2d gets our
+    kernels (with ReLU, SiLU, ReLU6 or Hardswish and no drop, the normalisation and activation fused in both modes; else
     our normalisation before its own drop and activation), and torchvision's FrozenBatchNorm2d our eval-mode kernels.
     The modules stay the same objects, only their class changes (as torch's lazy modules do), so parameters (the
-    optimizer's references too), buffers, device, dtype, requires_grad, hooks, process groups and train/eval state
-    are kept. Other subclasses of torch.nn.BatchNorm2d are left alone (their forward may differ), and so are other
-    batch norms (BatchNorm1d, a user's subclass): a warning counts what was left, never silently.
+    optimizer's references too), buffers, device, dtype, requires_grad, hooks, process groups and train/eval state are
+    kept. Other subclasses of torch.nn.BatchNorm2d are left alone (their forward may differ), and so are other batch
+    norms (BatchNorm1d, a user's subclass): a warning counts what was left, never silently.
 
     fuse=True then traces the model with torch.fx and returns the traced GraphModule (the same submodules,
     parameters and buffers; the model's own hooks are not carried), in which each BatchNorm2d called once whose
-    output feeds only a ReLU, SiLU or ReLU6 (module, function or tensor method) is a FusedBatchNorm2d and that
-    activation call is gone, and each whose output is only added to one other tensor, the sum feeding only a ReLU,
-    a FusedBatchNorm2dAddReLU called with the residual where the ReLU was; a FrozenBatchNorm2d so followed runs the
-    eval-mode fused kernels likewise. A model torch.fx cannot trace is an error naming why (convert it without
+    output feeds only a ReLU, SiLU, ReLU6 or Hardswish (module, function or tensor method) is a FusedBatchNorm2d and
+    that activation call is gone, and each whose output is only added to one other tensor, the sum feeding only a
+    ReLU, a FusedBatchNorm2dAddReLU called with the residual where the ReLU was; a FrozenBatchNorm2d so followed runs
+    the eval-mode fused kernels likewise. A model torch.fx cannot trace is an error naming why (convert it without
     fuse)."""
     left: Counter[str] = Counter()
     for module in model.modules():

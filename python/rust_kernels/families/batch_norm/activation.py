@@ -1,9 +1,10 @@
-"""BatchNorm2d in training mode with its activation fused: y = act(BN(x)), act ReLU, SiLU or ReLU6 (timm's
-BatchNormAct2d, a torchvision block's BN + ReLU, MobileNetV2's BN + ReLU6). The forward is the training forward's two
-launches with the activation applied in the normalize launch (batch_norm_2d_normalize_act); the backward the
-training backward's two launches through the activation's gradient (batch_norm_2d_backward_{reduce,elementwise}_act),
-which recompute z = BN(x) from x exactly as the forward computed it: neither y nor z is saved or read, so the pair
-moves the same bytes as BatchNorm2d alone (3 + 5 passes) where BN then act costs 2 more forward and 3 more backward."""
+"""BatchNorm2d in training mode with its activation fused: y = act(BN(x)), act ReLU, SiLU, ReLU6 or Hardswish (timm's
+BatchNormAct2d, a torchvision block's BN + ReLU, MobileNetV2's BN + ReLU6, MobileNetV3's BN + Hardswish). The forward is
+the training forward's two launches with the activation applied in the normalize launch (batch_norm_2d_normalize_act);
+the backward the training backward's two launches through the activation's gradient
+(batch_norm_2d_backward_{reduce,elementwise}_act), which recompute z = BN(x) from x exactly as the forward computed it:
+neither y nor z is saved or read, so the pair moves the same bytes as BatchNorm2d alone (3 + 5 passes) where BN then act
+costs 2 more forward and 3 more backward."""
 
 from __future__ import annotations
 
@@ -43,10 +44,10 @@ SAVED = (Input("save_mean"), Input("save_invstd"))
 
 FORWARD = Op(
     name="batch_norm_2d_act_forward",
-    doc="""(y, save_mean, save_invstd) of act(BatchNorm2d(x)) in training mode, act `activation` ("relu", "silu" or
-    "relu6"): batch_norm_2d_forward(..., training=True)'s statistics (running_mean and running_var updated in place
-    with `momentum`), then y = act((x - mean) * invstd * weight + bias) in one pass. x NCHW or channels_last in
-    memory, y in x's memory format; dtypes as batch_norm_2d_forward's.""",
+    doc="""(y, save_mean, save_invstd) of act(BatchNorm2d(x)) in training mode, act `activation` ("relu", "silu",
+    "relu6" or "hardswish"): batch_norm_2d_forward(..., training=True)'s statistics (running_mean and running_var
+    updated in place with `momentum`), then y = act((x - mean) * invstd * weight + bias) in one pass. x NCHW or
+    channels_last in memory, y in x's memory format; dtypes as batch_norm_2d_forward's.""",
     inputs=(Input("x"), Input("weight"), Input("bias"), *common.MUTATED_STATISTICS),
     scalars=(common.MOMENTUM, common.EPS, ACTIVATION),
     outputs=(

@@ -1,5 +1,5 @@
-"""BatchNorm2d with frozen running statistics (eval mode) fused with what follows it in a model: an activation
-(y = act(BN(x)), act ReLU, SiLU or ReLU6) or the residual add and ReLU that end a ResNet block (y = relu(BN(x) +
+"""BatchNorm2d with frozen running statistics (eval mode) fused with what follows it in a model: an activation (y =
+act(BN(x)), act ReLU, SiLU, ReLU6 or Hardswish) or the residual add and ReLU that end a ResNet block (y = relu(BN(x) +
 residual)). NCHW or channels_last, y in x's memory format.
 
 Forward: one elementwise launch (batch_norm_2d_frozen_forward_act, _add_relu), shaped as the training normalize's
@@ -123,10 +123,10 @@ def _describe(name: str, same: tuple[str, ...], per_channel: tuple[str, ...]) ->
 PARAMETERS = ("weight", "bias", "running_mean", "running_var")
 ACT_FORWARD = Op(
     name="batch_norm_2d_act_eval_forward",
-    doc="""y = act((x - running_mean) / sqrt(running_var + eps) * weight + bias), act `activation` ("relu", "silu" or
-    "relu6"): BatchNorm2d with frozen running statistics (eval mode) and the activation after it in one pass. x NCHW
-    or channels_last in memory, y in x's memory format; the parameters and statistics in x's dtype, or f32 with
-    bf16/f16 x (torch.autocast's pairing).""",
+    doc="""y = act((x - running_mean) / sqrt(running_var + eps) * weight + bias), act `activation` ("relu", "silu",
+    "relu6" or "hardswish"): BatchNorm2d with frozen running statistics (eval mode) and the activation after it in one
+    pass. x NCHW or channels_last in memory, y in x's memory format; the parameters and statistics in x's dtype, or f32
+    with bf16/f16 x (torch.autocast's pairing).""",
     inputs=(Input("x"), Input("weight"), Input("bias"), *common.STATISTICS),
     scalars=(common.EPS, activation.ACTIVATION),
     outputs=(Output("y", like="x"),),

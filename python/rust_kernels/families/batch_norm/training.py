@@ -89,7 +89,7 @@ BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, B
                     BatchNorm2dBackwardElementwiseAct,
                     *(k for (which, _), k in ONE_LAUNCH if which == "backward"))  # fmt: skip
 # The activations fused after the normalisation (the *_act kernels' ACTIVATION const); 0: none (the plain kernels).
-ACTIVATIONS = {"relu": 1, "silu": 2, "relu6": 3}
+ACTIVATIONS = {"relu": 1, "silu": 2, "relu6": 3, "hardswish": 4}
 MAX_SPLIT = 256
 # The reductions' CTAs resident per SM (256 threads of at most 80 registers, as ptxas builds them for sm_90).
 WAVE_CTAS = 3

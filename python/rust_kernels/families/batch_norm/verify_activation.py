@@ -1,17 +1,21 @@
 """What verifies BatchNorm2d with its activation fused (activation.py): the training families' inputs, spaces, plans
-and error bounds, through the activation. The plans cover both activations; each runs and is referenced with the
+and error bounds, through the activation. The plans cover every activation; each runs and is referenced with the
 activation its kernels fuse.
 
-Forward: y = act(z), z the training forward's output, |act'| <= L (1 for ReLU and ReLU6, 1.0998 for SiLU), so
-|y^ - y| <= L |z^ - z| + 4u |y| (SiLU's sigmoid and product round a few times). SiLU over 16-bit activations takes
-the fast sigmoid (activation.rs.j2): s within 13u relative (exp_fast within 4 ulps, 8u, through 1 + e and that
-sum's rounding: 9u; rcp.approx within 2 ulps, 4u; docs/math.md), so 4u + 13u there.
+Forward: y = act(z), z the training forward's output, |act'| <= L (1 for ReLU and ReLU6, 1.0998 for SiLU, 1.5 for
+Hardswish), so |y^ - y| <= L |z^ - z| + 4u |y| (SiLU's sigmoid and product round a few times; Hardswish's z + 3, its
+product with z and that product's with 1/6 round once each, 1/6 itself is within u / 2: 3.5u). SiLU over 16-bit
+activations takes the fast sigmoid (activation.rs.j2): s within 13u relative (exp_fast within 4 ulps, 8u, through 1 + e
+and that sum's rounding: 9u; rcp.approx within 2 ulps, 4u; docs/math.md), so 4u + 13u there.
 
 Backward: the kernels recompute z from x, the saved statistics and the parameters in the accumulation type:
 |z^ - z| <= dz = 6u (|x - mean| |weight| invstd + |bias|). They then run the training backward on g = act'(z^) dy in
 dy's stead, so its bounds hold for g, plus what the difference of g^ from the reference's g = act'(z) dy adds:
-dg <= |dy| where ReLU's or ReLU6's branch is ambiguous (z within dz of 0, or of 6), else 0; SiLU's |act''| <= 0.5, so
-dg <= |dy| (dz / 2 + 8u), and with the fast sigmoid's error ds <= 13u s, act' = s (1 + z (1 - s)) moves by up to
+where a piecewise activation's branch is ambiguous (z within dz of a kink: ReLU's 0, ReLU6's 0 and 6, Hardswish's
+-3 and 3), dg <= |dy| times the jump of act' there (1 for ReLU and ReLU6, 1/2 for Hardswish); between kinks
+|act''| <= S and act' itself rounds r times, so dg <= |dy| (S dz + r u) more: SiLU S = 1/2, r = 8; Hardswish
+S = 1/3 (act' = z / 3 + 1/2, |act'| <= 3/2: z * (1/3), the sum and the product with dy round, (1 + 3/2 + 3/2) u);
+ReLU and ReLU6 S = r = 0. With the fast sigmoid's error ds <= 13u s, SiLU's act' = s (1 + z (1 - s)) moves by up to
 |1 + z - 2 z s| ds more.
 A per-element dg reaches the sums whole (sum |dg| into dbias, sum |dg| |x - mean| into the other), and dx through
 its own element (|k1| dg) and the sums' terms.
@@ -32,11 +36,15 @@ from rust_kernels.families.batch_norm.verify_training import SPACES, TrainingBac
 from rust_kernels.runtime import Plan
 
 NAMES = {code: name for name, code in training.ACTIVATIONS.items()}
-LIPSCHITZ = {"relu": 1.0, "silu": 1.0998, "relu6": 1.0}
-KINKS = {"relu": (0.0,), "relu6": (0.0, 6.0)}  # where a piecewise-linear activation's gradient jumps
+LIPSCHITZ = {"relu": 1.0, "silu": 1.0998, "relu6": 1.0, "hardswish": 1.5}
+# Where a piecewise activation's gradient jumps, and by how much at most; between them |act''| <= SLOPE and act'
+# rounds GRADIENT_ROUNDING times (in units of u, relative to |dy|).
+KINKS = {"relu": ((0.0,), 1.0), "relu6": ((0.0, 6.0), 1.0), "hardswish": ((-3.0, 3.0), 0.5)}
+SLOPE = {"relu": 0.0, "silu": 0.5, "relu6": 0.0, "hardswish": 1 / 3}
+GRADIENT_ROUNDING = {"relu": 0, "silu": 8, "relu6": 0, "hardswish": 4}
 HOST_SUITE = [(2, 3, 2, 2), (2, 16, 4, 4)]  # the second: packs in both layouts (the first adds no instance)
 # Fuzz and property cases: both activations, and the training families' shapes (smaller on the host).
-SPACE_SCALARS = {"activation": ("relu", "silu", "relu6")}
+SPACE_SCALARS = {"activation": tuple(training.ACTIVATIONS)}
 FAST_SIGMOID_U = 13  # the fast sigmoid's relative error in units of u (above)
 
 
@@ -58,6 +66,8 @@ def rounding(plan: Plan) -> float:
 def act(name: str, z: np.ndarray) -> np.ndarray:
     if name == "silu":
         return z / (1 + np.exp(-z))
+    if name == "hardswish":
+        return z * np.clip(z + 3, 0.0, 6.0) / 6
     return np.maximum(z, 0.0) if name == "relu" else np.clip(z, 0.0, 6.0)
 
 
@@ -69,6 +79,8 @@ def act_grad(name: str, z: np.ndarray) -> np.ndarray:
     if name == "silu":
         s = sigmoid(z)
         return s * (1 + z * (1 - s))
+    if name == "hardswish":  # torch's hardswish_backward: z / 3 + 1/2 on [-3, 3]
+        return np.where(z < -3, 0.0, np.where(z <= 3, z / 3 + 0.5, 1.0))
     return ((z > 0) if name == "relu" else (z > 0) & (z < 6)).astype(np.float64)
 
 
@@ -82,14 +94,14 @@ def through_activation(inputs: dict[str, np.ndarray], plan: Plan, u: float, mean
     z = (x - mean[c]) * (weight * invstd)[c] + bias[c]
     dz = 6 * u * (np.abs(x - mean[c]) * (np.abs(weight) * invstd)[c] + np.abs(bias)[c])
     g = act_grad(name, z) * dy
+    dg = np.abs(dy) * (SLOPE[name] * dz + GRADIENT_ROUNDING[name] * u)
     if name in KINKS:  # the branch is the reference's unless z is within dz of a kink
-        ambiguous = np.logical_or.reduce([np.abs(z - k) <= dz + 6 * u * k for k in KINKS[name]])
-        dg = np.abs(dy) * ambiguous
-    else:
-        dg = np.abs(dy) * (dz / 2 + 8 * u)
-        if fast_sigmoid(plan):
-            s = sigmoid(z)
-            dg += np.abs(dy) * FAST_SIGMOID_U * u * s * np.abs(1 + z - 2 * z * s)
+        kinks, jump = KINKS[name]
+        ambiguous = np.logical_or.reduce([np.abs(z - k) <= dz + 6 * u * abs(k) for k in kinks])
+        dg += np.abs(dy) * jump * ambiguous
+    if fast_sigmoid(plan):
+        s = sigmoid(z)
+        dg += np.abs(dy) * FAST_SIGMOID_U * u * s * np.abs(1 + z - 2 * z * s)
     return inputs | {"dy": g}, dg
 
 

@@ -6,12 +6,12 @@ Forward + act: y = act(z), z the eval forward's value, |act'| <= L (verify_activ
 L |z^ - z| + 4u |y| (+ 13u |y| with the fast sigmoid: verify_activation.rounding). Forward + add + ReLU:
 |y^ - y| <= |z^ - z| + u (|z| + |residual|) + us |y|, as the training form's (verify_residual.py).
 
-Backward + act: the kernels recompute z = (x - mean) * (weight / sqrt(var + eps)) + bias in the accumulation type:
-6 roundings, |z^ - z| <= dz = 6u (|x - mean| |weight| rstd + |bias|). The eval backward's bounds then hold for
-g = act'(z^) dy in dy's stead, plus what g^'s distance dg from the reference's g = act'(z) dy adds
-(verify_activation.through_activation: |dy| where a kink's branch is ambiguous, SiLU |dy| (dz / 2 + 8u) and the
-fast sigmoid's term): to dx its own |k1| dg (k1 = weight rstd; no batch terms in eval mode), to the sums
-sum dg |x - mean| rstd and sum dg.
+Backward + act: the kernels recompute z = (x - mean) * (weight / sqrt(var + eps)) + bias in the accumulation type: 6
+roundings, |z^ - z| <= dz = 6u (|x - mean| |weight| rstd + |bias|). The eval backward's bounds then hold for g =
+act'(z^) dy in dy's stead, plus what g^'s distance dg from the reference's g = act'(z) dy adds
+(verify_activation.through_activation: |dy| times act''s jump where a kink's branch is ambiguous, |dy| (S dz + r u)
+between kinks, and the fast sigmoid's term): to dx its own |k1| dg (k1 = weight rstd; no batch terms in eval mode), to
+the sums sum dg |x - mean| rstd and sum dg.
 Backward + add + ReLU: the mask is exact, so the eval backward's bounds hold with g in dy's stead.
 """
 
