@@ -720,9 +720,10 @@ def test_convert_takes_timms_batchnormact_and_torchvisions_frozen_batchnorm(monk
 
 
 @pytest.mark.parametrize(("act", "drop", "fused"), [(torch.nn.ReLU(inplace=True), torch.nn.Identity(), True),
+                                                    (torch.nn.Hardswish(inplace=True), torch.nn.Identity(), True),
                                                     (torch.nn.ReLU(), torch.nn.Dropout(0.0), False),
                                                     (torch.nn.GELU(), torch.nn.Identity(), False)])  # fmt: skip
-def test_batchnormact_fuses_relu_and_silu_without_drop_only(monkeypatch, act, drop, fused):
+def test_batchnormact_fuses_its_activations_without_drop_only(monkeypatch, act, drop, fused):
     torch.manual_seed(1)
     theirs = randomise_(BatchNormAct2d(4)).train()
     theirs.act, theirs.drop = act, drop
