@@ -5,10 +5,12 @@
 #   bash run.sh TOTAL STEP...
 #   install  the wheel (../h200-2026-12-04-training-suite/install_wheel.sh)
 #   check    check_hardswish.py: the Hardswish check cases, every kernel instance first, until its deadline
-#   pytest   the GPU tests of the fused activations and the fused eval ops, Hardswish's
+#   pytest   the GPU tests of the fused activations and the fused eval ops: Hardswish's, and against float64
+#            every activation's
 #   models   bench --models mobilenet_v3_large, B = 128, BN training, bf16 autocast, convert(fuse=True), CUDA graph,
 #            NCHW and channels_last, without and with Hardswish fused (models.py), torch's BN the anchor in each
 #   grads    scripts/model_grads_vs_float64.py MODEL train LAYOUT fuse: mobilenet_v3_large, efficientnet_b0
+#   plans    plans_f32.py: every candidate plan's error on MobileNetV3-Large's BN inputs (B = 8, f32, NCHW)
 #   silu     ../h100-2026-12-06-silu/check_silu.py run (the 16-bit SiLU cases), until the deadline
 #   sanitize compute-sanitizer memcheck and racecheck over the training activation families
 set -uo pipefail
@@ -30,8 +32,10 @@ for step in "$@"; do
         echo "check rc $? at $SECONDS s"; grep -E "^FAIL|cases run|passed" "$OUT/check_hardswish.log" | tail -n 5 ;;
     pytest)
         timeout $(( $(left) < 100 ? $(left) : 100 )) python -m pytest -q -m gpu -p no:cacheprovider \
-            tests/test_activation.py tests/test_eval_fused.py -k hardswish > "$OUT/pytest.log" 2>&1
-        echo "pytest rc $? at $SECONDS s"; tail -n 3 "$OUT/pytest.log" ;;
+            tests/test_activation.py tests/test_eval_fused.py \
+            -k "hardswish or test_gpu_fused_matches_float64_as_closely_as_torch_unfused" > "$OUT/pytest.log" 2>&1
+        echo "pytest rc $? at $SECONDS s"; grep -E "^E  .*Error|^FAILED" "$OUT/pytest.log" | head -n 12
+        tail -n 1 "$OUT/pytest.log" ;;
     models)
         for layout in contiguous channels_last; do
             for side in without with; do
@@ -52,6 +56,9 @@ for step in "$@"; do
                 echo "grads $model $layout rc $? at $SECONDS s"; grep "max rel diff" "$OUT/grads_${model}_$layout.log"
             done
         done ;;
+    plans)
+        (cd /tmp && timeout $(( $(left) - 10 )) python "$OLDPWD/$here/plans_f32.py") > "$OUT/plans_f32.log" 2>&1
+        echo "plans rc $? at $SECONDS s"; grep -E "OVER|pairs over|Error" "$OUT/plans_f32.log" | head -n 40 ;;
     silu)
         (cd /tmp && timeout $(( $(left) - 10 )) python "$OLDPWD/docs/results/h100-2026-12-06-silu/check_silu.py" run) \
             > "$OUT/check_silu.log" 2>&1
