@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU, from the repository root, with this commit's sm_90 wheel carried as whl_carry/whl.tar.xz
-# (scripts/build_wheel.sh dist sm_90; tar cJf whl_carry/whl.tar.xz -C <unzipped wheel> .): the steps named, in order,
-# each within what is left of TOTAL seconds.
+# (scripts/build_wheel.sh dist sm_90; python -m zipfile -e dist/*.whl DIR; python slim_wheel.py DIR; tar cJf
+# whl_carry/whl.tar.xz -C DIR .): the steps named, in order, each within what is left of TOTAL seconds.
 #   bash run.sh TOTAL STEP...
 #   install  the wheel (../h200-2026-12-04-training-suite/install_wheel.sh)
 #   check    check_hardswish.py: the Hardswish check cases, every kernel instance first, until its deadline
