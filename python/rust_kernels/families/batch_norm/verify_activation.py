@@ -36,12 +36,22 @@ from rust_kernels.families.batch_norm.verify_training import SPACES, TrainingBac
 from rust_kernels.runtime import Plan
 
 NAMES = {code: name for name, code in training.ACTIVATIONS.items()}
-LIPSCHITZ = {"relu": 1.0, "silu": 1.0998, "relu6": 1.0, "hardswish": 1.5}
-# Where a piecewise activation's gradient jumps, and by how much at most; between them |act''| <= SLOPE and act'
-# rounds GRADIENT_ROUNDING times (in units of u, relative to |dy|).
-KINKS = {"relu": ((0.0,), 1.0), "relu6": ((0.0, 6.0), 1.0), "hardswish": ((-3.0, 3.0), 0.5)}
-SLOPE = {"relu": 0.0, "silu": 0.5, "relu6": 0.0, "hardswish": 1 / 3}
-GRADIENT_ROUNDING = {"relu": 0, "silu": 8, "relu6": 0, "hardswish": 4}
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """An activation's constants in the bounds above: |act'| <= lipschitz; act' jumps by at most `jump` at `kinks`;
+    between them |act''| <= slope and act' rounds `rounding` times (in units of u, relative to |dy|)."""
+
+    lipschitz: float
+    kinks: tuple[float, ...] = ()
+    jump: float = 0.0
+    slope: float = 0.0
+    rounding: int = 0
+
+
+BOUNDS = {"relu": Bounds(1.0, (0.0,), 1.0), "silu": Bounds(1.0998, slope=0.5, rounding=8),
+          "relu6": Bounds(1.0, (0.0, 6.0), 1.0), "hardswish": Bounds(1.5, (-3.0, 3.0), 0.5, 1 / 3, 4)}  # fmt: skip
 HOST_SUITE = [(2, 3, 2, 2), (2, 16, 4, 4)]  # the second: packs in both layouts (the first adds no instance)
 # Fuzz and property cases: both activations, and the training families' shapes (smaller on the host).
 SPACE_SCALARS = {"activation": tuple(training.ACTIVATIONS)}
@@ -94,11 +104,11 @@ def through_activation(inputs: dict[str, np.ndarray], plan: Plan, u: float, mean
     z = (x - mean[c]) * (weight * invstd)[c] + bias[c]
     dz = 6 * u * (np.abs(x - mean[c]) * (np.abs(weight) * invstd)[c] + np.abs(bias)[c])
     g = act_grad(name, z) * dy
-    dg = np.abs(dy) * (SLOPE[name] * dz + GRADIENT_ROUNDING[name] * u)
-    if name in KINKS:  # the branch is the reference's unless z is within dz of a kink
-        kinks, jump = KINKS[name]
-        ambiguous = np.logical_or.reduce([np.abs(z - k) <= dz + 6 * u * abs(k) for k in kinks])
-        dg += np.abs(dy) * jump * ambiguous
+    bounds = BOUNDS[name]
+    dg = np.abs(dy) * (bounds.slope * dz + bounds.rounding * u)
+    if bounds.kinks:  # the branch is the reference's unless z is within dz of a kink
+        ambiguous = np.logical_or.reduce([np.abs(z - k) <= dz + 6 * u * abs(k) for k in bounds.kinks])
+        dg += np.abs(dy) * bounds.jump * ambiguous
     if fast_sigmoid(plan):
         s = sigmoid(z)
         dg += np.abs(dy) * FAST_SIGMOID_U * u * s * np.abs(1 + z - 2 * z * s)
@@ -146,7 +156,7 @@ class FusedForward(_Fused, TrainingForward):
         z = TrainingForward.reference(self, inputs, plan)[0]
         dz, *rest = super().tolerances(plan, shape, inputs, (z, *ref[1:]))
         u = DTYPES[plan.kernel.dtype].unit_roundoff
-        return [LIPSCHITZ[name_of(plan)] * dz + rounding(plan) * u * np.abs(ref[0]), *rest]
+        return [BOUNDS[name_of(plan)].lipschitz * dz + rounding(plan) * u * np.abs(ref[0]), *rest]
 
 
 class FusedBackward(_Fused, TrainingBackward):

@@ -2,7 +2,7 @@
 references and error bounds (verify.py), through the activation or the residual add and ReLU, in both memory
 formats (the channels_last eval families' shapes and layouts, verify_frozen.py).
 
-Forward + act: y = act(z), z the eval forward's value, |act'| <= L (verify_activation.LIPSCHITZ): |y^ - y| <=
+Forward + act: y = act(z), z the eval forward's value, |act'| <= L (verify_activation.BOUNDS): |y^ - y| <=
 L |z^ - z| + 4u |y| (+ 13u |y| with the fast sigmoid: verify_activation.rounding). Forward + add + ReLU:
 |y^ - y| <= |z^ - z| + u (|z| + |residual|) + us |y|, as the training form's (verify_residual.py).
 
@@ -124,7 +124,7 @@ class ActForward(_Activation, _EvalFused, verify.ForwardInference):
         (dz,) = super().tolerances(plan, shape, inputs, z)
         u = DTYPES[plan.kernel.dtype].unit_roundoff
         name = verify_activation.name_of(plan)
-        return [verify_activation.LIPSCHITZ[name] * dz + verify_activation.rounding(plan) * u * np.abs(ref[0])]
+        return [verify_activation.BOUNDS[name].lipschitz * dz + verify_activation.rounding(plan) * u * np.abs(ref[0])]
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
         return self._forward_plans(frozen_fused.BatchNorm2dFrozenForwardAct, backend, shape, dtype, ACTIVATIONS)
