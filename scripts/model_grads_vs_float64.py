@@ -16,6 +16,7 @@ import torch
 import torchvision
 
 import rust_kernels.torch as rkt
+from rust_kernels.bench import models
 
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -47,27 +48,24 @@ def grads(m, dtype, x):
     return {n: p.grad.double() for n, p in m.named_parameters()}
 
 
-def relative(got: dict, want: dict, scale: dict) -> dict:
-    """Per parameter: ||got - want|| / scale."""
-    return {n: float((got[n] - want[n]).norm() / scale[n]) for n in want}
+def worse(eo: dict, et: dict) -> list[str]:
+    """The parameters where ours errs more than twice torch's error."""
+    return [n for n in eo if eo[n] > 2 * et[n] + 1e-12]
 
 
 g64 = grads(ref, "f64", x.double())
 # A parameter whose float64 gradient is at float64's rounding level has none in exact arithmetic (a BN bias feeding a
-# training-mode BN through linear layers alone: MobileNet and EfficientNet projection BNs). Relative to its own norm,
-# any low-precision gradient of it is noise against noise, so it is compared relative to the model's gradient norm.
-total = float(torch.cat([g.flatten() for g in g64.values()]).norm())
-vanishing = {n for n, g in g64.items() if float(g.norm()) <= 1e-10 * total}
-scale = {n: total if n in vanishing else float(g.norm()) for n, g in g64.items()}
-print(f"{len(vanishing)} of {len(g64)} parameters have no gradient in exact arithmetic (compared to ||all|| instead)")
+# training-mode BN through linear layers alone: MobileNet and EfficientNet projection BNs); grad_errors compares it
+# with the model's gradient norm (the bench's check, rust_kernels.bench.models).
+print(
+    f"{len(models.vanishing(g64))} of {len(g64)} parameters have no gradient in exact arithmetic (compared to "
+    "||all|| instead)"
+)
 for dtype in ("f32", "bf16"):
-    gt, go = grads(model, dtype, x), grads(ours, dtype, x)
-    et, eo = relative(gt, g64, scale), relative(go, g64, scale)
-    diff = relative(go, gt, scale)
-    w = max(diff, key=diff.get)
-    worse = [n for n in g64 if eo[n] > 2 * et[n] + 1e-12]
+    check = models.check_grads(g64, grads(model, dtype, x), grads(ours, dtype, x))
+    et, eo, w = check.torch, check.ours, check.worst_param
+    bad = worse(eo, et)
     print(
-        f"{name} {bn} {dtype}: max rel diff ours vs torch {diff[w]:.2e} ({w}); vs float64: torch max "
-        f"{max(et.values()):.2e}, ours max {max(eo.values()):.2e}; at {w}: torch {et[w]:.2e}, ours {eo[w]:.2e}; "
-        f"params where ours errs more than 2x torch: {len(worse)} of {len(g64)} {worse[:4]}"
+        f"{name} {bn} {dtype}: vs float64: torch max {check.torch_worst:.2e}, ours max {check.worst:.2e} ({w}: "
+        f"torch {et[w]:.2e}); params where ours errs more than 2x torch: {len(bad)} of {len(g64)} {bad[:4]}"
     )

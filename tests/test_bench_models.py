@@ -16,7 +16,7 @@ import pytest
 
 from rust_kernels import bench
 from rust_kernels.bench import launch, models, ops
-from rust_kernels.bench.models import Cell, GradDiff, KernelTimes, ModelResult, Plan
+from rust_kernels.bench.models import Cell, GradCheck, KernelTimes, ModelResult, Plan
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -165,29 +165,51 @@ def t(*values: float) -> Any:
     return torch.tensor(values)
 
 
-def test_relative_difference():
-    assert models.relative_difference(t(3, 4.5), t(3, 4)) == pytest.approx(0.1)  # ||(0, .5)|| / ||(3, 4)||
-    assert models.relative_difference(t(3, 4), t(3, 4)) == 0.0
-    assert models.relative_difference(t(0, 0), t(0, 0)) == 0.0
-    assert models.relative_difference(t(1, 0), t(0, 0)) == math.inf
-    assert models.relative_difference(t(math.nan, 0), t(1, 0)) == math.inf
-    assert models.relative_difference(t(1e-3, 0).half(), t(1e-3, 0)) == pytest.approx(0, abs=1e-3)  # float64 maths
-
-
-def test_compare_grads_reports_the_worst_parameter():
+def test_grad_errors_against_float64():
     ref = {"a": t(3, 4), "b": t(1, 0), "c": None, "d": t(0, 2)}
-    ours = {"a": t(3, 4.5), "b": t(1, 0), "c": None, "d": t(0, 2.02)}
-    diff = models.compare_grads(ref, ours)
-    assert diff.differences == pytest.approx({"a": 0.1, "b": 0.0, "d": 0.01})  # "c": no gradient on either side
-    assert diff.worst_param == "a" and diff.worst == pytest.approx(0.1)
-    assert models.compare_grads(ref, ours | {"c": t(1)}).worst == math.inf  # a gradient on one side only
+    got = {"a": t(3, 4.5), "b": t(1, 0), "c": None, "d": t(0, 2.02)}
+    assert models.grad_errors(ref, got) == pytest.approx({"a": 0.1, "b": 0.0, "d": 0.01})  # "c": none on either side
+    assert models.grad_errors(ref, got | {"c": t(1)})["c"] == math.inf  # a gradient on one side only
+    assert models.grad_errors(ref, got | {"a": t(math.nan, 4)})["a"] == math.inf
+    assert models.grad_errors({"x": t(0, 0)}, {"x": t(1, 0)}) == {"x": math.inf}
+    assert models.grad_errors({"x": t(0, 0)}, {"x": t(0, 0)}) == {"x": 0.0}
+    assert models.grad_errors({"x": t(1e-3, 0)}, {"x": t(1e-3, 0).half()})["x"] == pytest.approx(0, abs=1e-3)
     with pytest.raises(ValueError, match="parameters differ"):
-        models.compare_grads(ref, {"a": t(3, 4)})
+        models.grad_errors(ref, {"a": t(3, 4)})
     with pytest.raises(ValueError, match="shapes differ"):
-        models.compare_grads({"a": t(1, 2)}, {"a": t(1, 2, 3)})
+        models.grad_errors({"a": t(1, 2)}, {"a": t(1, 2, 3)})
     with pytest.raises(ValueError, match="no parameter"):
-        models.compare_grads({"c": None}, {"c": None})
-    assert models.grad_target("f32") == 1e-5 and models.grad_target("bf16") is None
+        models.grad_errors({"c": None}, {"c": None})
+
+
+def test_a_vanishing_gradient_is_measured_against_the_models():
+    """A float64 gradient at rounding level (none in exact arithmetic): its rounded gradients are noise, compared
+    with the whole model's gradient norm, not their own."""
+    ref = {"w": t(3, 4), "bias": t(1e-16, 0)}
+    got = {"w": t(3, 4), "bias": t(1e-7, 0)}
+    assert models.vanishing(ref) == ["bias"]
+    assert models.grad_errors(ref, got)["bias"] == pytest.approx(1e-7 / 5)  # ||(3, 4, 1e-16)|| = 5
+    assert models.grad_errors({"w": t(3, 4), "b": t(1e-9, 0)}, {"w": t(3, 4), "b": t(2e-9, 0)})["b"] == pytest.approx(1)
+
+
+def test_ours_is_measured_by_torchs_error():
+    check = models.check_grads({"a": t(3, 4), "b": t(0, 2)}, {"a": t(3, 4.5), "b": t(0, 2)},
+                               {"a": t(3, 4), "b": t(0, 2.3)})  # fmt: skip
+    assert check.torch == pytest.approx({"a": 0.1, "b": 0.0}) and check.ours == pytest.approx({"a": 0.0, "b": 0.15})
+    assert check.worst_param == "b" and check.worst == pytest.approx(0.15) and check.torch_worst == pytest.approx(0.1)
+    assert check.ok("f32") and not GradCheck({"a": 0.1}, {"a": 0.21}).ok("f32")
+    # torch's error is taken as at least a rounding of the dtype: exact torch gradients do not fail rounded ours
+    assert GradCheck({"a": 0.0}, {"a": 1e-7}).ok("f32") and not GradCheck({"a": 0.0}, {"a": 1e-6}).ok("f32")
+    assert GradCheck({"a": 0.0}, {"a": 5e-3}).ok("bf16")
+    assert models.grad_ratio(check) == "1.50" and models.grad_ratio(GradCheck({"a": 0.0}, {"a": 1e-9})) == "inf"
+
+
+def test_dropping_nothing_sets_every_dropout_to_zero_and_back():
+    model = nn.Sequential(nn.Dropout(0.5), nn.Dropout(0.2), nn.Linear(2, 2))
+    with models.dropping_nothing(torch, model):
+        assert [m.p for m in model[:2]] == [0.0, 0.0]
+        assert torch.equal(model.train()(torch.ones(4, 2)), model[2](torch.ones(4, 2)))
+    assert [m.p for m in model[:2]] == [0.5, 0.2]
 
 
 # --- kernels ---------------------------------------------------------------------------------------------------------
@@ -299,7 +321,8 @@ def result(mode: str = "eager", dtype: str = "f32", torch_ms: float | None = 30.
     r.ms |= {"torch": torch_ms, "ours": ours_ms}
     r.host_ms |= {"torch": 4.0, "ours": 5.5}
     r.steps |= {"torch": 20, "ours": 20}
-    r.grads = GradDiff({"conv1.weight": worst / 2, "layer4.2.bn3.weight": worst})
+    r.grads = GradCheck({"conv1.weight": 2e-6, "layer4.2.bn3.weight": 1e-6}, {"conv1.weight": worst / 2,
+                        "layer4.2.bn3.weight": worst}, vanishing=1)  # fmt: skip
     r.kernels = {
         "torch": KernelTimes({"cudnn::bn_fw_inf": 3000.0, "gemm": 9000.0}, steps=2),
         "ours": KernelTimes({"batch_norm_2d_nchw_forward_inference_entry_point": 1000.0, "gemm": 9000.0}, steps=2),
@@ -310,11 +333,11 @@ def result(mode: str = "eager", dtype: str = "f32", torch_ms: float | None = 30.
 
 def test_result_figures():
     r = result()
-    assert r.speedup == pytest.approx(1.2) and r.grads_ok is True and r.grad_target == 1e-5
+    assert r.speedup == pytest.approx(1.2) and r.grads_ok is True
     assert r.bn_share("torch") == pytest.approx(0.25) and r.bn_ms("ours") == pytest.approx(0.5)
     assert r.gpu_ms("torch") == pytest.approx(6.0)
-    assert result(worst=2e-5).grads_ok is False
-    assert result(dtype="bf16", worst=0.3).grads_ok is None  # no target in bf16
+    assert result(worst=4e-6).grads_ok is True and result(worst=4.1e-6).grads_ok is False  # 2x torch's 2e-6
+    assert result(dtype="bf16", worst=7e-3).grads_ok is True  # torch's error taken as one bf16 rounding at least
     bare = models.failed(Cell("resnet50", 64, "f32", "graph"), "model: OutOfMemoryError: CUDA out of memory")
     assert bare.speedup is None and bare.grads_ok is None and bare.bn_share("torch") is None
 
@@ -324,13 +347,15 @@ def test_csv_rows_and_files(tmp_path):
     assert row["model"] == "resnet50" and row["batch"] == "64" and row["mode"] == "eager"
     assert row["torch_ms"] == "30.000" and row["ours_ms"] == "25.000" and row["speedup_vs_torch"] == "1.2000"
     assert row["torch_host_ms"] == "4.000" and row["ours_steps"] == "20"
-    assert row["grad_max_rel_diff"] == "2.000e-06" and row["grad_worst_param"] == "layer4.2.bn3.weight"
-    assert row["grad_params"] == "2" and row["grad_target"] == "1e-05" and row["grad_within_target"] == "yes"
+    assert row["grad_err_torch"] == "2.000e-06" and row["grad_err_ours"] == "2.000e-06"
+    assert row["grad_worst_param"] == "layer4.2.bn3.weight" and row["grad_params"] == "2"
+    assert row["grad_vanishing"] == "1" and row["grad_within_target"] == "yes"
     assert row["bn_share_torch"] == "0.2500" and row["bn_ms_torch"] == "1.500" and row["gpu_ms_ours"] == "5.000"
     assert row["seconds"] == "7.2" and row["note"] == ""
     assert set(row) == set(models.MODEL_FIELDS)
     bf16 = models.csv_row(result(dtype="bf16", worst=0.25))
-    assert bf16["grad_target"] == "" and bf16["grad_within_target"] == ""
+    assert bf16["grad_err_ours"] == "2.500e-01" and bf16["grad_within_target"] == "no"
+    assert models.csv_row(models.failed(Cell("resnet50", 64, "f32", "graph"), "no"))["grad_within_target"] == ""
     na = models.csv_row(result(ours_ms=None, notes=["ours: RuntimeError: capture failed"]))
     assert na["ours_ms"] == "n/a" and na["speedup_vs_torch"] == "n/a"
     assert na["note"] == "ours: RuntimeError: capture failed"
@@ -359,17 +384,17 @@ def test_table_summary_and_kernel_lists(capsys):
     header = next(i for i, line in enumerate(printed) if line.startswith("model "))
     rows = printed[header + 1 : header + 5]
     assert rows[0].split() == ["resnet50", "64", "f32", "eager", "30.00", "25.00", "1.20x", "4.00", "5.50",
-                               "2.00e-06", "25.0%", "1.50", "0.50", "7"]  # fmt: skip
+                               "1.00", "25.0%", "1.50", "0.50", "7"]  # fmt: skip
     assert rows[1].split()[6] == "0.75x" and rows[3].split()[4:7] == ["n/a", "25.00", "n/a"]
     assert len({len(line) for line in printed[header : header + 5]}) == 1  # aligned
     text = "\n".join(printed)
     assert "n/a in resnet50 B=64 f32 eager: torch: OutOfMemoryError: CUDA out of memory" in text
     assert "ours vs torch >= 1.00x in 2 of 4 cells (1 n/a)" in text
     assert "  below: resnet50 B=64 f32 graph 0.75x" in text
-    assert "f32 gradients within 1e-05: 2 of 3 cells compared" in text
-    assert "over: resnet50 B=64 f32 eager 3.00e-05" in text
-    assert "f32 gradients within 1e-05: 1 of 1 cells compared (1 n/a)" in text
-    assert "gradients without a target (bf16): worst 4.00e-02 in resnet50 B=64 bf16 eager" in text
+    assert "gradients against float64, ours' worst error within 2x torch's: 2 of 4 cells compared" in text
+    assert "over: resnet50 B=64 f32 eager ours 3.00e-05 (layer4.2.bn3.weight), torch 2.00e-06" in text
+    assert "over: resnet50 B=64 bf16 eager ours 4.00e-02 (layer4.2.bn3.weight), torch 2.00e-06" in text
+    assert "within 2x torch's: 1 of 1 cells compared (1 n/a)" in text
     assert "top kernels, torch, resnet50 B=64 f32" in text and "top kernels, ours, resnet50 B=64 bf16" in text
     assert text.count("top kernels,") == 4  # once per (model, dtype) and side
     assert "[BN][ours]" in text and "kernels counted as BN, torch" in text
@@ -380,15 +405,15 @@ def test_a_cell_on_the_cpu_times_both_sides_and_compares_their_gradients(capsys)
     (r,) = models.run(torch, SMALL_PLAN, convert=fake_convert, device="cpu", build=build_small)
     assert r.ms["torch"] > 0 and r.ms["ours"] > 0 and r.steps == {"torch": 5, "ours": 5}
     assert r.host_ms["torch"] > 0
-    # the same function rounded otherwise, and the same dropout mask on both sides: small, but not zero
-    assert r.grads is not None and 0 < r.grads.worst <= 1e-5 and len(r.grads.differences) == 8
+    # against float64: both sides' f32 rounding, ours no more than twice torch's
+    assert r.grads is not None and 0 < r.grads.torch_worst < 1e-5 and len(r.grads.ours) == 8 and r.grads_ok
     assert r.notes == ["BN share n/a: the profile needs a CUDA device"]
     assert "small B=4 f32 eager: torch" in capsys.readouterr().out
 
 
 def test_wrong_gradients_are_flagged():
     (r,) = models.run(torch, SMALL_PLAN, convert=swap(WrongBatchNorm2d), device="cpu", build=build_small)
-    assert r.grads is not None and r.grads.worst > 1e-3 and r.grads_ok is False
+    assert r.grads is not None and r.grads.worst > 1e-3 > 1e-5 > r.grads.torch_worst and r.grads_ok is False
 
 
 def test_failures_stay_in_their_cell():
@@ -461,10 +486,11 @@ def test_dry_run_of_torchvision_models_on_the_cpu(name):
     f32, bf16 = models.run(torch, plan, convert=fake_convert, device="cpu")
     for r in (f32, bf16):
         assert r.ms["torch"] > 0 and r.ms["ours"] > 0 and r.grads is not None, r.notes
-    # MobileNetV2 this small (1x1 maps, statistics of 4 images) has channels of near-zero variance that magnify
-    # rounding: its gradients differ more, in bf16 by O(1); at 224x224 the statistics are sound
-    assert f32.grads.worst <= (1e-5 if name == "resnet18" else 1e-4)
-    assert math.isfinite(bf16.grads.worst) and (name != "resnet18" or bf16.grads.worst < 0.05)
+    assert 0 < f32.grads.torch_worst < 1e-4 < bf16.grads.torch_worst and math.isfinite(bf16.grads.worst)
+    # MobileNetV2 this small (1x1 maps) has one input of its last ReLU6 on the kink at 0: torch's BN and float64's
+    # give exactly 0 there, the stand-in's x * scale + shift 1.6e-5, so ReLU6's gradient there is 1 instead of 0; an
+    # error of 0.16 on that layer's parameters (torch's 3.5e-5), which the check reports
+    assert f32.grads_ok is (name == "resnet18") and (name != "resnet18" or bf16.grads_ok)
 
 
 # --- command line ----------------------------------------------------------------------------------------------------
@@ -538,7 +564,7 @@ def test_main_with_models_without_torchvision_says_why(monkeypatch, capsys):
 # --- on the GPU ------------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_a_small_plan_on_the_gpu(tmp_path):
-    """Graph capture, replays that recompute (the gradients match), CUDA events and the profile, with the stand-in
+    """Graph capture and replay, CUDA events, the profile and the gradient check against float64, with the stand-in
     convert (rust_kernels.torch itself is covered by its own tests and by `bench --models`)."""
     pytest.importorskip("torchvision")
     if not torch.cuda.is_available():
@@ -550,10 +576,8 @@ def test_a_small_plan_on_the_gpu(tmp_path):
     for r in results:
         assert r.ms["torch"] > 0 and r.ms["ours"] > 0 and r.grads is not None, r.notes
         assert r.bn_share("torch") is not None and 0 < r.bn_share("torch") < 1, r.notes
-    # Replays that did not recompute would leave O(1) differences; the 1e-5 target is the benchmark's to report. Two
-    # torch copies of this tiny model (calibrated on 8 images: near-zero variances amplify rounding) differed by up
-    # to 6e-2 on the H200 (cuDNN picks its algorithms per copy), so only O(1) is an error here.
-    assert all(r.grads.worst < 0.3 for r in results if r.cell.dtype == "f32" and r.grads), [r.grads for r in results]
+    # the stand-in is torch's BN rounded otherwise: within GRAD_RATIO of torch's own error against float64
+    assert all(r.grads_ok for r in results), [(r.cell.label(), r.grads) for r in results]
 
 
 def test_fuse_runs_ours_through_convert_fuse_true(monkeypatch):
@@ -569,7 +593,7 @@ def test_fuse_runs_ours_through_convert_fuse_true(monkeypatch):
 
     plan = replace(SMALL_PLAN, bn="train", fuse=True)
     (r,) = models.run(torch, plan, convert=convert, device="cpu", build=build_small)
-    assert r.ms["ours"] is not None and r.grads is not None and r.grads.worst < 1e-4, (r.notes, r.grads)
+    assert r.ms["ours"] is not None and r.grads is not None and r.grads_ok, (r.notes, r.grads)
     assert sum(isinstance(m, rk_torch.FusedBatchNorm2d) for m in made[0].modules()) == 2
 
 
@@ -592,7 +616,7 @@ def test_inference_runs_the_forward_alone_in_eval_mode_and_compares_the_logits(m
 
     (r,) = models.run(torch, plan, convert=convert, device="cpu", build=build_small)
     assert r.ms["torch"] > 0 and r.ms["ours"] > 0, r.notes
-    assert r.grads is not None and list(r.grads.differences) == ["logits"] and r.grads.worst <= 1e-5
+    assert r.grads is not None and list(r.grads.ours) == ["logits"] and r.grads_ok and r.grads.worst < 1e-5
     assert not any("statistics changed" in note for note in r.notes), r.notes
     assert not made[0].training and all(p.grad is None for p in made[0].parameters())
     assert frozen_fused.ACT_FORWARD in seen and frozen_fused.ACT_BACKWARD not in seen
