@@ -6,15 +6,18 @@ on some MobileNetV3 NCHW f32 gradients in one run and not in another).
 
     python plans_f32.py        # on the GPU
     python plans_f32.py host   # in the emulator (NumPy arrays), the candidates for 132 SMs, the 7x7 and 14x14 shapes
+    python plans_f32.py build DEST   # here: every candidate's sm_90 kernel for 132 SMs, into DEST (the GPU run's
+                                     # RUST_KERNELS_CACHE_DIR, with RUST_KERNELS_TUNING=off)
 """
 
 import statistics
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from rust_kernels import ops
+from rust_kernels import builder, cache, ops
 from rust_kernels.families.batch_norm import training
 
 SHAPES = [(8, 64, 112, 112), (8, 72, 56, 56), (8, 64, 56, 56), (8, 16, 112, 112), (8, 240, 28, 28), (8, 672, 14, 14),
@@ -85,5 +88,14 @@ def main() -> None:
     print(f"{flagged} (plan, output) pairs over 10x their case's median")
 
 
+def build(dest: Path) -> None:
+    kernels = {launch.kernel.id: launch.kernel for shape in SHAPES for act in ACT for which in ("forward", "backward")
+               for plan in training._candidates(which, shape, "f32", "f32", 16, 132, False,
+                                                training.ACTIVATIONS.get(act, 0), True, True)
+               for launch in plan.launches}  # fmt: skip
+    cache.export(builder.cached_entries([(k, "sm_90") for k in kernels.values()], builder.default_jobs()), dest)
+    print(f"{len(kernels)} kernels in {dest}")
+
+
 if __name__ == "__main__":
-    main()
+    build(Path(sys.argv[2])) if len(sys.argv) > 2 and sys.argv[1] == "build" else main()
