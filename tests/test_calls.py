@@ -258,7 +258,10 @@ def test_without_the_extension_no_call_has_a_fast_path(monkeypatch):
     fast = calls.fast_calls()
     assert not isinstance(fast, _host.FastCalls)
     assert fast(inputs(), SCALARS) is None and fast(inputs(), SCALARS, CURRENT) is None
-    assert not fast.remember(inputs(), SCALARS, CURRENT, LIKE, [(None, (3, 4, 1), LAYOUT, TAIL)]) and len(fast) == 0
+    # a call that would have had a fast path says why it has none (about 1 ms of host time a call, measured)
+    with pytest.warns(RuntimeWarning, match=r"native extension \(rust_kernels._host\) is not built.*1 ms"):
+        assert not fast.remember(inputs(), SCALARS, CURRENT, LIKE, [(None, (3, 4, 1), LAYOUT, TAIL)])
+    assert len(fast) == 0
 
 
 def test_an_output_of_another_shape_is_allocated_new_empty(driver):

@@ -13,9 +13,15 @@ call, as every call does where the extension is not built.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 MAX_SIGNATURES = 4096  # per op; a program cycling through more starts afresh (and re-checks) past this
+NO_EXTENSION = (
+    "rust_kernels: the native extension (rust_kernels._host) is not built, so op calls on PyTorch CUDA tensors have "
+    "no fast path: each is checked and planned again, about 1 ms of host time a call (an H200's host, 12-06). Install "
+    "the wheel, or build the extension (README: Installing)."
+)
 
 
 def torch_library() -> tuple[tuple[type, ...], Any, Any] | None:
@@ -29,12 +35,14 @@ def torch_library() -> tuple[tuple[type, ...], Any, Any] | None:
 
 
 class _Unavailable:
-    """FastCalls where the extension is not built: no call has a fast path."""
+    """FastCalls where the extension is not built: no call has a fast path. A call it is asked to remember (one on
+    PyTorch CUDA tensors, which would have had one) warns, once a process (the warning's default filter)."""
 
     def __call__(self, arrays: tuple[Any, ...], scalars: tuple[Any, ...], stream: int | None = None) -> None:
         return None
 
     def remember(self, *_args: Any) -> bool:
+        warnings.warn(NO_EXTENSION, RuntimeWarning, stacklevel=1)
         return False
 
     def __len__(self) -> int:
