@@ -10,6 +10,7 @@ from rust_kernels.dtypes import DTYPES
 from rust_kernels.errors import ArgumentError
 from rust_kernels.families.batch_norm import common, frozen, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dFrozenForward,
     BatchNorm2dNchwForwardInference,
     BatchNorm2dNchwForwardInferenceFlat,
     BatchNorm2dNchwForwardInferenceTiled,
@@ -20,7 +21,12 @@ MAX_GRID_Y = 65535  # the seed kernel's batch is grid y
 FLAT_BLOCK = 256
 FLAT_BLOCKS = (128, 256, 512)  # the streaming kernel's CTA sizes (its spec's range)
 WAVES = 4  # the flat kernel's grid: at most this many waves of full SMs, each thread then strides on
-KERNELS = (BatchNorm2dNchwForwardInference, BatchNorm2dNchwForwardInferenceFlat, BatchNorm2dNchwForwardInferenceTiled)
+KERNELS = (
+    BatchNorm2dNchwForwardInference,
+    BatchNorm2dNchwForwardInferenceFlat,
+    BatchNorm2dNchwForwardInferenceTiled,
+    BatchNorm2dFrozenForward,
+)
 TILED_BLOCKS = (128, 256)  # the tiled kernel's CTA sizes (its spec's range)
 TILE = 4  # units per thread of a tile (the tiled kernel's template)
 # H*W = 1 from this size of x on: the channels_last kernel, which loads packs of a row of C where the streaming one
@@ -48,6 +54,14 @@ def flat(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int
     ctas = max(1, min(-(-units // block), sms * (2048 // block) * waves))
     kernel = BatchNorm2dNchwForwardInferenceFlat(block, vectorized, dtype=dtype, param_dtype=param)
     return Plan(kernel, (ctas, 1, 1), (("CTAS", ctas),))
+
+
+def packed(shape: common.Shape4, dtype: str, param: str, sms: int, ctas: int | None = None) -> Plan:
+    """The frozen forward over 16-byte packs of the flat NCHW tensor, for rows that no pack divides (where the
+    streaming kernel moves one element at a time and computes each element's coefficients: 0.48-0.51 of the bound at
+    7x7 in bf16 on an H100), on the training normalize's grid or `ctas` CTAs. An autotuner candidate, not the rule's
+    choice: not yet timed on a GPU."""
+    return training.elementwise(BatchNorm2dFrozenForward, shape, dtype, param, training.FLAT, False, sms, ctas)
 
 
 def tiled(shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int) -> Plan:
@@ -96,6 +110,10 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
     out += [tiled(shape, dtype, param, vectorized, block) for block in TILED_BLOCKS]
     if shape[0] <= MAX_GRID_Y:
         out.append(seed(shape, dtype, param))
+    if training.elementwise_mode(shape, dtype, alignment, False) == training.FLAT:
+        grids = (*training.grids_around(shape, dtype, training.FLAT, False, sms),
+                 *frozen.thread_grids(shape, dtype, training.FLAT, channels_last=False))  # fmt: skip
+        out += [packed(shape, dtype, param, sms, ctas) for ctas in grids]
     if common.both_layouts(shape):
         out += frozen._candidates("forward", shape, dtype, param, alignment, sms)
     return tuple(dict.fromkeys(out))
@@ -103,7 +121,8 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
 
 def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times: the rule's plan, the streaming kernel at each CTA size with 1 to 8 waves of CTAs,
-    the tiled kernel (coefficients per tile, for small rows), the original kernel (a CTA per row) and, where
+    the tiled kernel (coefficients per tile, for small rows), the original kernel (a CTA per row), where no pack
+    divides the rows the packed frozen forward at the grids of the fused eval forwards' candidates and, where
     H*W = 1, the channels_last kernel's candidates (frozen.candidates). None where the caller fixed the CTA size
     (block_hw)."""
     if problem.scalars.get("block_hw") is not None:

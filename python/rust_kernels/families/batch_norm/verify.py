@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from rust_kernels.dtypes import DTYPES
-from rust_kernels.families.batch_norm import backward, common, forward
+from rust_kernels.families.batch_norm import backward, common, forward, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardWarp,
@@ -202,7 +202,8 @@ class ForwardInference(_BatchNorm2d):
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
         """The seed kernel at several CTA sizes; the flat kernel in every pack that divides H*W, with the op's grid
-        and with one CTA striding over everything; the tiled kernel in every pack (one CTA size on the host)."""
+        and with one CTA striding over everything; the tiled kernel in every pack (one CTA size on the host); where
+        no pack divides H*W, the packed frozen forward, with its grid and with one CTA."""
         sizes = "every" if exhaustive else backend
         storage, param = common.split_key(dtype)
         out = [forward.seed(shape, storage, param, block) for block in self.blocks[sizes]]  # type: ignore[arg-type]
@@ -214,6 +215,9 @@ class ForwardInference(_BatchNorm2d):
         for block in forward.TILED_BLOCKS if sizes != "host" else forward.TILED_BLOCKS[:1]:
             tiles = [forward.tiled(shape, storage, param, v, block) for v in _packs(shape, storage)]  # type: ignore[arg-type]
             out += tiles
+        if training.flat_fits(shape, storage):  # type: ignore[arg-type]
+            own = forward.packed(shape, storage, param, sms)  # type: ignore[arg-type]
+            out += [own, Plan(own.kernel, (1, 1, 1), (("CTAS", 1),))]
         return out
 
     def tolerances(
