@@ -27,8 +27,9 @@ bf16 through torch.autocast) x --modes (eager; graph, the whole step captured by
 gradients (inference: the logits) compared, BN's share of the step's CUDA time (torch.profiler). See `models`.
 
 Modules: `timing` (the timers), `ops`, `launch` and `models` (what is measured), `report` (results, CSV, tables, PNG,
-log). Files written to --out: bench.csv, host.csv, bench.png (when matplotlib is installed), launch.csv, bench.log;
-with --models: models.csv, models_kernels.csv (every profiled kernel), models.log.
+log). Files written to --out: bench.csv, host.csv, bench.png (when matplotlib is installed: the extra
+rust_kernels[plot]), launch.csv, bench.log; with --models: models.csv, models_kernels.csv (every profiled kernel),
+models.log.
 """
 
 from __future__ import annotations
