@@ -219,14 +219,26 @@ def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for
     assert len(large.launches) == 2
 
 
+def _one_launch(kind: str, which: str, shape, storage: str, param: str, vectorized: int, units: int, cols: int,
+                activation: int = 0):  # fmt: skip
+    """The persistent plan holding `units` rows a thread, or the cooperative one of as many slices as it has."""
+    from rust_kernels.families.batch_norm import training
+
+    held = training.persistent(which, shape, storage, param, vectorized, units, cols, activation)
+    if kind == "persistent":
+        return held
+    return training.cooperative(which, shape, storage, param, vectorized, cols, held.grid[1], activation)
+
+
+@pytest.mark.parametrize("kind", ["persistent", "cooperative"])
 @pytest.mark.parametrize(("key", "shape", "units", "shift"),
                          [("f32", (4, 16, 12, 12), 8, 1e4), ("f64", (8, 6, 9, 9), 2, 1e4),
                           ("bf16-f32", (8, 32, 5, 7), 4, 1.0)])  # fmt: skip
-def test_the_persistent_kernels_match_float64_and_the_two_launch_plans(key, shape, units, shift):
-    """The persistent channels_last kernels in the emulator, which runs their CTAs at once (the widest column block:
-    the most slices merged after grid::sync): y, the saved and running statistics, dx, dweight and dbias against
-    float64, including a mean far above the deviation (1e4 and 1), each within the dtype's tolerance or twice the
-    two-launch plans' own error (f32 y at mean 1e4: the f32 mean's rounding, half an ulp of 1e4, bounds both)."""
+def test_the_persistent_kernels_match_float64_and_the_two_launch_plans(kind, key, shape, units, shift):
+    """The persistent and cooperative channels_last kernels in the emulator, which runs their CTAs at once (the widest
+    column block: the most slices merged after grid::sync): y, the saved and running statistics, dx, dweight and dbias
+    against float64, including a mean far above the deviation (1e4 and 1), each within the dtype's tolerance or twice
+    the two-launch plans' own error (f32 y at mean 1e4: the f32 mean's rounding, half an ulp of 1e4, bounds both)."""
     from rust_kernels.families.batch_norm import training
 
     storage, param = common.split_key(key)
@@ -239,9 +251,10 @@ def test_the_persistent_kernels_match_float64_and_the_two_launch_plans(key, shap
     cols = training.column_widths(shape, storage, vectorized, 1)[-1]
 
     def persistent(which: str):
-        return training.persistent(which, shape, storage, param, vectorized, units, cols)
+        return _one_launch(kind, which, shape, storage, param, vectorized, units, cols)
 
     assert persistent("forward").grid[1] > 1, "several slices to merge"
+    assert isinstance(persistent("backward").kernel, tuple(getattr(training, kind.upper()).values()))
     ours = _host_pair(x, dy, None, weight, bias, None, persistent("forward"), persistent("backward"))
     rule = _host_pair(x, dy, None, weight, bias, None, None, None)
     y, mean, invstd, running_mean, running_var = reference_forward(x, weight, bias, 0, 1, 0.1)
@@ -255,11 +268,12 @@ def test_the_persistent_kernels_match_float64_and_the_two_launch_plans(key, shap
     assert ours[0].strides == x.strides and ours[5].strides == x.strides
 
 
+@pytest.mark.parametrize("kind", ["persistent", "cooperative"])
 @pytest.mark.parametrize("activation", ["relu", "silu"])
 @pytest.mark.parametrize(("key", "shape"), [("f32", (4, 16, 12, 12)), ("bf16-f32", (8, 32, 5, 7))])
-def test_the_persistent_kernels_with_an_activation_match_the_two_launch_plans(key, shape, activation):
-    """The _act persistent kernels (the activation after the normalisation, its gradient before the sums) in the
-    emulator, several slices: every output within the dtype's rounding of the two-launch _act plans'."""
+def test_the_persistent_kernels_with_an_activation_match_the_two_launch_plans(kind, key, shape, activation):
+    """The _act persistent and cooperative kernels (the activation after the normalisation, its gradient before the
+    sums) in the emulator, several slices: every output within the dtype's rounding of the two-launch _act plans'."""
     from rust_kernels.families.batch_norm import training
 
     storage, param = common.split_key(key)
@@ -271,7 +285,7 @@ def test_the_persistent_kernels_with_an_activation_match_the_two_launch_plans(ke
     vectorized = training.vector_mode(shape, storage, 16, True)
     cols = training.column_widths(shape, storage, vectorized, 1)[-1]
     code = training.ACTIVATIONS[activation]
-    forward, backward = (training.persistent(which, shape, storage, param, vectorized, 2, cols, code)
+    forward, backward = (_one_launch(kind, which, shape, storage, param, vectorized, 2, cols, code)
                          for which in ("forward", "backward"))  # fmt: skip
     assert forward.grid[1] > 1 and forward.kernel.activation == code
     ours = _host_pair(x, dy, None, weight, bias, activation, forward, backward)
@@ -283,7 +297,8 @@ def test_the_persistent_kernels_with_an_activation_match_the_two_launch_plans(ke
 
 def test_the_persistent_kernels_are_candidates_unless_disabled(monkeypatch):
     """The persistent plans are channels_last candidates (not NCHW's; with a fused activation, its _act kernels),
-    where the grid fits two CTAs an SM, unless RUST_KERNELS_PERSISTENT=0."""
+    where the grid fits two CTAs an SM, and so are the cooperative ones, where what a direction reads twice fits
+    COOPERATIVE_BYTES, unless RUST_KERNELS_PERSISTENT=0."""
     from rust_kernels.families.batch_norm import training
     from rust_kernels.runtime import Placement, Problem
 
@@ -301,11 +316,20 @@ def test_the_persistent_kernels_are_candidates_unless_disabled(monkeypatch):
     assert found and all(p.grid[0] * p.grid[1] <= 2 * 132 for p in found)
     assert not persistent_plans(True, 0, False) and not persistent_plans(False, 0, True)
     assert not training.persistent_options((128, 64, 56, 56), "bf16", 1, 132, 2 * 132), "too large to hold"
+    cooperative = [p for p in training._candidates("backward", shape, "bf16", "f32", 16, 132, True, relu, True)
+                   if isinstance(p.kernel, tuple(training.COOPERATIVE.values()))]  # fmt: skip
+    assert cooperative and all(p.kernel.activation == relu and p.grid[0] * p.grid[1] <= 3 * 132 for p in cooperative)
+    rows = 8 * 14 * 14
+    assert all(rows >= p.grid[1] * training.COOPERATIVE_ROWS * 256 // dict(p.values)["COLS"] for p in cooperative)
+    assert not training.cooperative_options("backward", (32, 256, 28, 28), "f32", 1, 132), "dy and x: 51 MB"
+    assert training.cooperative_options("forward", (32, 256, 28, 28), "bf16", 1, 132), "x: 13 MB"
     problem = Problem(shape=shape, dtype="bf16", param="f32", values={}, scalars={}, order=(0, 2, 3, 1))
-    for value, expected in (("0", False), ("1", True), ("", True)):  # unset (empty): on
+    kinds = {training.PERSISTENT["backward", False], training.COOPERATIVE["backward", False]}
+    one_launch = (*training.PERSISTENT.values(), *training.COOPERATIVE.values())
+    for value, expected in (("0", set()), ("1", kinds), ("", kinds)):  # unset (empty): on
         monkeypatch.setenv("RUST_KERNELS_PERSISTENT", value)
         plans = training.candidates("backward", problem, Placement(16, 132))
-        assert any(isinstance(p.kernel, tuple(training.PERSISTENT.values())) for p in plans) == expected
+        assert {type(p.kernel) for p in plans if isinstance(p.kernel, one_launch)} == expected
 
 
 def _host_pair(x, dy, res, weight, bias, activation, forward, backward) -> list[np.ndarray]:

@@ -19,7 +19,10 @@ block's data is small; and persistent ones (batch_norm_2d_persistent_forward_cha
 cooperative launch whose CTAs hold every row in registers across a grid::sync, reading x, or dy and x, once), where
 the whole tensor fits the grid's registers: autotuner candidates unless RUST_KERNELS_PERSISTENT=0 (on the H200 the
 fastest plan on 28-50 of the 176 suite keys they fit, per direction and dtype, by up to 1.35x forward and 1.51x
-backward: docs/results/h200-2026-12-06-persistent-tune/). Where an NCHW channel holds at most WARP_VALUES values
+backward: docs/results/h200-2026-12-06-persistent-tune/); and cooperative ones (batch_norm_2d_cooperative_*: the
+persistent kernels' exchange, each CTA walking its rows twice, the second time from L2), where what a direction reads
+twice fits COOPERATIVE_BYTES: autotuner candidates under the same switch. Where an NCHW channel holds at most
+WARP_VALUES values
 (batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and
 _backward): x, or dy and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES, up to BLOCK_VALUES values, a
 CTA per channel holds them (batch_norm_2d_block_forward and _backward: batch 1 at 14x14 to 56x56, batch 32 at 7x7
@@ -46,6 +49,10 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dBlockBackwardAct,
     BatchNorm2dBlockForward,
     BatchNorm2dBlockForwardAct,
+    BatchNorm2dCooperativeBackwardChannelsLast,
+    BatchNorm2dCooperativeBackwardChannelsLastAct,
+    BatchNorm2dCooperativeForwardChannelsLast,
+    BatchNorm2dCooperativeForwardChannelsLastAct,
     BatchNorm2dFusedBackward,
     BatchNorm2dFusedBackwardAct,
     BatchNorm2dFusedBackwardChannelsLast,
@@ -78,11 +85,16 @@ PERSISTENT = {("forward", False): BatchNorm2dPersistentForwardChannelsLast,
               ("forward", True): BatchNorm2dPersistentForwardChannelsLastAct,
               ("backward", False): BatchNorm2dPersistentBackwardChannelsLast,
               ("backward", True): BatchNorm2dPersistentBackwardChannelsLastAct}  # fmt: skip
+COOPERATIVE = {("forward", False): BatchNorm2dCooperativeForwardChannelsLast,
+               ("forward", True): BatchNorm2dCooperativeForwardChannelsLastAct,
+               ("backward", False): BatchNorm2dCooperativeBackwardChannelsLast,
+               ("backward", True): BatchNorm2dCooperativeBackwardChannelsLastAct}  # fmt: skip
 WARP = {("forward", False): BatchNorm2dWarpForward, ("forward", True): BatchNorm2dWarpForwardAct,
         ("backward", False): BatchNorm2dWarpBackward, ("backward", True): BatchNorm2dWarpBackwardAct}  # fmt: skip
 BLOCK = {("forward", False): BatchNorm2dBlockForward, ("forward", True): BatchNorm2dBlockForwardAct,
          ("backward", False): BatchNorm2dBlockBackward, ("backward", True): BatchNorm2dBlockBackwardAct}  # fmt: skip
-ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items(), *WARP.items(), *BLOCK.items())
+ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items(), *COOPERATIVE.items(), *WARP.items(),
+              *BLOCK.items())  # fmt: skip
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct,
                    *(k for (which, _), k in ONE_LAUNCH if which == "forward"))  # fmt: skip
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
@@ -136,6 +148,14 @@ SMALL_BLOCK_BYTES = 32 << 10
 # not be resident at once (the GPU launch refuses it, and the autotuner drops the candidate).
 PERSISTENT_UNITS = (2, 4, 8)
 PERSISTENT_CTAS_PER_SM = 2
+# The cooperative kernels (the persistent ones' exchange, each CTA walking its slice's rows twice): autotuner
+# candidates where what a direction reads twice (x; dy and x) is at most COOPERATIVE_BYTES, so that the second read
+# finds it in L2 (50 MB on the H100 and H200), at grids of COOPERATIVE_CTAS_PER_SM CTAs an SM (the GPU launch refuses
+# one that is not resident at once, and the autotuner drops it), each thread walking at least COOPERATIVE_ROWS rows (a
+# full GPU before long walks: these shapes' two-launch plans are bound by latency, not by the merges).
+COOPERATIVE_BYTES = 24 << 20
+COOPERATIVE_CTAS_PER_SM = (2, 3)
+COOPERATIVE_ROWS = 2
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
 # The warp kernels: the rule's for channels of at most WARP_RULE_VALUES values, or of at most WARP_ROWS_VALUES where
@@ -424,6 +444,36 @@ def persistent(which: str, shape: common.Shape4, dtype: str, param: str, vectori
     return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
 
 
+def cooperative(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, cols: int, split: int,
+                activation: int = 0) -> Plan:  # fmt: skip
+    """The cooperative forward or backward (channels_last, one cooperative launch, rows read twice): grid
+    [C / lanes / cols, split]; partials [split][C][width] and grid::sync's words as workspaces."""
+    groups = shape[1] // lanes(vectorized, dtype)
+    kernel = COOPERATIVE[which, bool(activation)](REDUCTION_BLOCK, vectorized, *_activation(activation), dtype=dtype,
+                                                  param_dtype=param)  # fmt: skip
+    width = 3 if which == "forward" else 2
+    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 2))
+    return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+
+
+def cooperative_options(which: str, shape: common.Shape4, dtype: str, vectorized: int, sms: int
+                        ) -> list[tuple[int, int]]:  # fmt: skip
+    """The cooperative kernels' (cols, split): where the direction's second read fits COOPERATIVE_BYTES, each of
+    column_widths by each grid of COOPERATIVE_CTAS_PER_SM CTAs an SM, its slices at least COOPERATIVE_ROWS rows a
+    thread."""
+    groups, rows = shape[1] // lanes(vectorized, dtype), shape[0] * shape[2] * shape[3]
+    read = math.prod(shape) * DTYPES[dtype].size * (1 if which == "forward" else 2)
+    if rows < 2 or groups == 0 or read > COOPERATIVE_BYTES:
+        return []
+    out = []
+    for cols in column_widths(shape, dtype, vectorized, sms):
+        blocks = groups // cols
+        most = rows // (COOPERATIVE_ROWS * REDUCTION_BLOCK // cols)
+        splits = dict.fromkeys(min(most, per_sm * sms // blocks) for per_sm in COOPERATIVE_CTAS_PER_SM)
+        out += [(cols, split) for split in splits if split >= 1]
+    return out
+
+
 def persistent_split(shape: common.Shape4, units: int, cols: int) -> int:
     """The persistent kernels' fewest slices whose threads hold every row, `units` rows each."""
     return -(-shape[0] * shape[2] * shape[3] // (units * (REDUCTION_BLOCK // cols)))
@@ -567,6 +617,8 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
         if persistent_on:
             options = persistent_options(shape, dtype, nhwc, sms, PERSISTENT_CTAS_PER_SM * sms)
             out += [persistent(which, shape, dtype, param, nhwc, units, cols, activation) for units, cols in options]
+            out += [cooperative(which, shape, dtype, param, nhwc, cols, split, activation)
+                    for cols, split in cooperative_options(which, shape, dtype, nhwc, sms)]  # fmt: skip
     return tuple(dict.fromkeys(out))
 
 
@@ -618,9 +670,9 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     and over groups of channels (rows under GROUP_ROW_BYTES); where H*W = 1, in both memory formats' kernels; the
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
     (channels_last, and NCHW at H*W = 1; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size
-    (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid
-    (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits a warp's registers, and its block
-    kernels where it fits a CTA's (block_options; unless RUST_KERNELS_BLOCK=0)."""
+    (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid, and
+    its cooperative ones where it fits L2 (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits
+    a warp's registers, and its block kernels where it fits a CTA's (block_options; unless RUST_KERNELS_BLOCK=0)."""
     setting = settings()  # one read of the environment (several µs)
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
@@ -656,7 +708,7 @@ def fits(plan: Plan, problem: Problem) -> str | None:
 def reads_channels_last(kernel: Any) -> bool:
     """Whether a kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch or
     persistent kernels; the other one-launch kernels and the NCHW eval kernels read NCHW)."""
-    nhwc = (*FUSED_COLUMNS.values(), *PERSISTENT.values())
+    nhwc = (*FUSED_COLUMNS.values(), *PERSISTENT.values(), *COOPERATIVE.values())
     return bool(getattr(kernel, "channels_last", 0)) or isinstance(kernel, nhwc)
 
 

@@ -147,7 +147,8 @@ class _Training(Family):
         the one-launch kernels at each CTA size, and NCHW's warp kernel where a channel fits it
         (channels_last: one column of units a CTA and the widest of column_widths; the emulator: one dtype key, the
         others the smallest; channels_last's the smallest CTA only); channels_last's persistent kernels at every
-        (units, cols) whose grid is resident (the emulator: one)."""
+        (units, cols) whose grid is resident (the emulator: one), and its cooperative ones at 1 and 3 slices on the
+        narrowest and widest column blocks (the emulator: one)."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else LISTED_SMS
         every_grid = backend == "cuda" or dtype == HOST_EVERY_GRID
@@ -195,6 +196,15 @@ class _Training(Family):
                 options = [max(options, key=lambda option: (-option[0], option[1]))]
             out += [training.persistent(self.which, shape, storage, param, vectorized, units, cols, activation)  # type: ignore[arg-type]
                     for units, cols in options]  # fmt: skip
+            # The cooperative kernels, one slice and several (some empty on small shapes), on the narrowest and
+            # the widest column blocks (the emulator: the widest, several slices).
+            groups, rows = shape[1] // training.lanes(vectorized, storage), shape[0] * shape[2] * shape[3]
+            widths = training.column_widths(shape, storage, vectorized, sms) if groups and rows >= 2 else []  # type: ignore[arg-type]
+            spread = [(cols, split) for cols in dict.fromkeys(widths[:1] + widths[-1:]) for split in (1, 3)]
+            if backend == "host":
+                spread = spread[-1:]
+            out += [training.cooperative(self.which, shape, storage, param, vectorized, cols, split, activation)  # type: ignore[arg-type]
+                    for cols, split in spread]  # fmt: skip
         return out
 
 

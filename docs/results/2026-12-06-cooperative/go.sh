@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The device call, from the repository root, with rkc.tar.xz carried there (probe.py build's kernels and
+# ../2026-12-06-eval-packs/probe.py build's, into one directory) and python/rust_kernels/_host.abi3.so: the
+# cooperative kernels checked and timed (probe.py time), the packed eval forward's probe, then the cooperative pairs
+# under compute-sanitizer (synccheck, racecheck, memcheck) in what is left.
+#   bash go.sh [TOTAL_S]
+set -uo pipefail
+total=${1:-580}
+here=docs/results/2026-12-06-cooperative
+mkdir -p /tmp/rkc && xz -dc rkc.tar.xz | tar xf - -C /tmp/rkc
+export RUST_KERNELS_CACHE_DIR=/tmp/rkc PYTHONPATH=$PWD/python RUST_KERNELS_TUNING=off
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+left() { echo $(( total - SECONDS )); }
+mkdir -p "$OUT/cooperative" "$OUT/eval_packs"
+OUT=$OUT/cooperative timeout $(( $(left) * 55 / 100 )) python $here/probe.py time > "$OUT/cooperative/probe.log" 2>&1
+echo "cooperative rc $? at $SECONDS s"; grep -v "^\[" "$OUT/cooperative/probe.log" | cut -c1-330 | tail -40
+OUT=$OUT/eval_packs timeout $(( $(left) * 60 / 100 )) python docs/results/2026-12-06-eval-packs/probe.py time \
+    > "$OUT/eval_packs/probe.log" 2>&1
+echo "eval packs rc $? at $SECONDS s"; grep -v "^\[" "$OUT/eval_packs/probe.log" | cut -c1-330 | tail -22
+for tool in synccheck racecheck memcheck; do
+    [ "$(left)" -gt 20 ] || break
+    timeout $(( ($(left) - 10) / 2 )) compute-sanitizer --tool $tool --error-exitcode 9 --report-api-errors no \
+        python $here/probe.py sanitize > "$OUT/cooperative/sanitize_$tool.log" 2>&1
+    echo "$tool rc $? at $SECONDS s"; tail -n 3 "$OUT/cooperative/sanitize_$tool.log"
+done
