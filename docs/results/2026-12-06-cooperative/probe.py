@@ -105,7 +105,8 @@ def time() -> None:
     print(torch.cuda.get_device_name(), flush=True)
     families = [registry.family(f"batch_norm_2d_{w}") for w in WHICH]
     bench = Training(True)
-    rows = ["dtype,shape,direction,plan,us"]
+    csv = Path(os.environ.get("OUT", "."), "plans.csv")
+    csv.write_text("dtype,shape,direction,plan,us\n")
     for key in KEYS:
         for n, shape in enumerate(SHAPES):
             runnable = {label(p) for p in checked(shape, key, families)}
@@ -126,7 +127,8 @@ def time() -> None:
             timed.update({k: calls[k] for k in ("torch", "bound") + (("compile",) if n % 3 == 0 else ())})
             us = timer.medians_us(timed)
             where = "x".join(map(str, shape))
-            rows += [f'{key},{where},{kinds.get(k, ("pair",))[0]},"{k}",{v:.3f}' for k, v in us.items()]
+            with csv.open("a") as f:  # shape by shape: a run cut short keeps what it timed
+                f.writelines(f'{key},{where},{kinds.get(k, ("pair",))[0]},"{k}",{v:.3f}\n' for k, v in us.items())
 
             def best(which: str, kind: str | None = None, us=us, kinds=kinds) -> float:
                 return min((v for k, v in us.items() if k in kinds and kinds[k][0] == which
@@ -143,7 +145,6 @@ def time() -> None:
                   f"best {tuned:6.2f} (bound {us['bound'] / tuned:.2f}, was {us['bound'] / others:.2f}) | eager "
                   f"{us['torch']:6.2f} compile {us.get('compile', float('nan')):6.2f} bound {us['bound']:6.2f}",
                   flush=True)  # fmt: skip
-    Path(os.environ.get("OUT", "."), "plans.csv").write_text("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
