@@ -34,6 +34,12 @@ TILE = 4  # units per thread of a tile (the tiled kernel's template)
 # up to 1 us slower).
 NHWC_MIN_BYTES = 2 << 20
 NHWC_UNITS = 8
+# Rows that no pack divides (7x7, 17x17, 35x35), from this size of x on: the packed frozen forward (16-byte packs over
+# the flat tensor), where the streaming kernel moves one element at a time. Measured on an H100 against every other
+# candidate (docs/results/h100-2026-12-06-eval-packs/): at 1.7-99 MB of x 1.39-2.55x faster than the
+# streaming kernel in bf16 and 1.18-1.47x in f32 (0.85-0.97 of the bound; 0.87-1.12x torch.compile's speed, the
+# streaming kernel's 0.40-0.74x); at batch 1 (100-111 KB) 4-7% slower, a launch's latency either way.
+PACKED_MIN_BYTES = 1 << 20
 
 
 def seed(shape: common.Shape4, dtype: str, param: str, block_hw: int | None = None) -> Plan:
@@ -59,8 +65,7 @@ def flat(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int
 def packed(shape: common.Shape4, dtype: str, param: str, sms: int, ctas: int | None = None) -> Plan:
     """The frozen forward over 16-byte packs of the flat NCHW tensor, for rows that no pack divides (where the
     streaming kernel moves one element at a time and computes each element's coefficients: 0.48-0.51 of the bound at
-    7x7 in bf16 on an H100), on the training normalize's grid or `ctas` CTAs. An autotuner candidate, not the rule's
-    choice: not yet timed on a GPU."""
+    7x7 in bf16 on an H100), on the training normalize's grid (within 2% of the best grid timed) or `ctas` CTAs."""
     return training.elementwise(BatchNorm2dFrozenForward, shape, dtype, param, training.FLAT, False, sms, ctas)
 
 
@@ -76,12 +81,16 @@ def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
     """The streaming kernel in the widest pack that the rows and the pointers' `alignment` allow (the seed kernel's
     grid [C, B] leaves threads idle on small rows and loads one element at a time: measured on the H200 at
     0.23-0.69 of the memory bound, f32), at H*W = 1 from NHWC_MIN_BYTES on the channels_last kernel (NHWC_UNITS a
-    thread); `block_hw` runs the seed kernel with that CTA size instead."""
+    thread), where no pack divides the rows from PACKED_MIN_BYTES on the packed frozen forward; `block_hw` runs the
+    seed kernel with that CTA size instead."""
     if block_hw is not None:
         return seed(shape, dtype, param, block_hw)
     if nhwc := nhwc_launch(shape, dtype, alignment):
         packs, ctas = nhwc
         return frozen.forward(shape, dtype, param, packs, sms, ctas)
+    if (training.elementwise_mode(shape, dtype, alignment, False) == training.FLAT
+            and math.prod(shape) * DTYPES[dtype].size >= PACKED_MIN_BYTES):  # fmt: skip
+        return packed(shape, dtype, param, sms)
     vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
     return flat(shape, dtype, param, vectorized, sms)
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The device call, from the repository root, with rkc.tar.xz carried there (the kernels of probe.py build, keys.py
-# and ../2026-12-06-eval-packs/probe.py build, into one directory) and python/rust_kernels/_host.abi3.so, most needed
+# and ../h100-2026-12-06-eval-packs/probe.py build, into one directory) and python/rust_kernels/_host.abi3.so, most needed
 # first: the cooperative kernels checked and timed (probe.py time, PROBE_S); on an H200 the shipped table's missing
-# entries over shapes.txt (`tune`, TUNE_S, exported to tune.json.gz); the packed eval forward's probe; then the
+# entries over shapes.txt (`tune`, TUNE_S, exported to tune.json.gz) and the eval forward's over shapes_eval.txt
+# (TUNE_S / 2, tune_eval.json.gz); the packed eval forward's probe; then the
 # cooperative pairs under compute-sanitizer (synccheck, racecheck, memcheck) in what is left.
-#   bash go.sh [TOTAL_S] [PROBE_S] [TUNE_S]
+#   bash go.sh [TOTAL_S] [PROBE_S] [TUNE_S] [REST]     (REST 0: the probe and the tuning only)
 set -uo pipefail
-total=${1:-500}; probe_s=${2:-200}; tune_s=${3:-110}
-here=docs/results/2026-12-06-cooperative
+total=${1:-500}; probe_s=${2:-200}; tune_s=${3:-110}; rest=${4:-1}
+here=docs/results/h100-2026-12-06-cooperative
 mkdir -p /tmp/rkc && xz -dc rkc.tar.xz | tar xf - -C /tmp/rkc
 export RUST_KERNELS_CACHE_DIR=/tmp/rkc PYTHONPATH=$PWD/python RUST_KERNELS_TUNING=off
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -22,8 +23,14 @@ if grep -q H200 "$OUT/gpu.txt"; then
         --op "${families[@]}" --shapes $here/shapes.txt --budget "$tune_s" --export "$OUT/tune.json.gz" \
         > "$OUT/tune.log" 2>&1
     echo "tune rc $? at $SECONDS s"; tail -c 600 "$OUT/tune.log"; echo
+    # the packed eval forward's entries: the suite shapes whose rows no pack divides (shapes_eval.txt)
+    timeout $(( tune_s / 2 + 40 )) env -u RUST_KERNELS_TUNING -u RUST_KERNELS_QUIET python -m rust_kernels tune \
+        --op batch_norm_2d_nchw_forward_inference --shapes $here/shapes_eval.txt --budget $(( tune_s / 2 )) \
+        --export "$OUT/tune_eval.json.gz" > "$OUT/tune_eval.log" 2>&1
+    echo "tune eval rc $? at $SECONDS s"; tail -c 400 "$OUT/tune_eval.log"; echo
 fi
-OUT=$OUT/eval_packs timeout $(( $(left) * 60 / 100 )) python docs/results/2026-12-06-eval-packs/probe.py time \
+[ "$rest" = 0 ] && exit 0
+OUT=$OUT/eval_packs timeout $(( $(left) * 60 / 100 )) python docs/results/h100-2026-12-06-eval-packs/probe.py time \
     > "$OUT/eval_packs/probe.log" 2>&1
 echo "eval packs rc $? at $SECONDS s"; grep -v "^\[" "$OUT/eval_packs/probe.log" | cut -c1-330 | tail -22
 for tool in synccheck racecheck memcheck; do

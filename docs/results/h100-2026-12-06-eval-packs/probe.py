@@ -1,8 +1,9 @@
 """The NCHW eval forward where no pack divides H*W (7x7, 17x17, 35x35 maps): every candidate plan, the packed frozen
-forward's (batch_norm_2d_frozen_forward, new) among them, against the rule's (the streaming kernel, one element at a
-time), timed interleaved with PyTorch eager, torch.compile of the same maths and a same-bytes copy; each plan's output
-checked against the rule's and it against torch's (a one-off probe, from the repository root). Every plan's median
-goes to plans.csv. Written to decide whether the rule should take the packed kernel; not run yet (no device time).
+forward's (batch_norm_2d_frozen_forward, new) among them, against the rule's (when it ran, the streaming kernel, one
+element at a time; since, the packed kernel from 1 MiB of x on), timed interleaved with PyTorch eager, torch.compile
+of the same maths and a same-bytes copy; each plan's output checked against the rule's and it against torch's (a
+one-off probe, from the repository root). Every plan's median goes to plans.csv. It decided that the rule takes the
+packed kernel (README.md, device_h100/).
 
     python probe.py build DEST   # here: every candidate's sm_90 kernel, into DEST to carry
     python probe.py time         # on the GPU (RUST_KERNELS_CACHE_DIR=DEST)
