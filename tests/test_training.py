@@ -887,3 +887,32 @@ def test_gpu_training_runs_under_torch_compile_cuda_graphs():
         torch.testing.assert_close(grads[name], value.grad)
     for name, value in eager.named_buffers():
         torch.testing.assert_close(ours.get_buffer(name), value)
+
+
+def test_the_rule_takes_the_cooperative_kernels_on_mid_sized_channels_last_tensors(monkeypatch):
+    """channels_last from COOPERATIVE_RULE_BYTES of x while a direction's second read fits COOPERATIVE_BYTES: the
+    cooperative kernels at two CTAs an SM, column blocks of at most 32 channels; not where the one-launch column
+    kernels are the rule's, past the L2 bound, in NCHW, with RUST_KERNELS_PERSISTENT=0, nor for the add + ReLU
+    backward (whose op does not run them)."""
+    from rust_kernels.families.batch_norm import residual, training
+    from rust_kernels.runtime import Placement, Problem
+
+    def kernel(which, shape, dtype="bf16", channels_last=True):
+        order = (0, 2, 3, 1) if channels_last else None
+        problem = Problem(shape=shape, dtype=dtype, param="f32", values={}, scalars={}, order=order)
+        return training.choose(which, problem, Placement(16, 132))
+
+    mid = kernel("backward", (128, 672, 7, 7))
+    assert isinstance(mid.kernel, training.COOPERATIVE["backward", False])
+    cols = dict(mid.values)["COLS"]
+    assert cols * 8 <= training.COOPERATIVE_RULE_CHANNELS and mid.grid[0] * mid.grid[1] <= 2 * 132
+    assert isinstance(kernel("forward", (32, 256, 28, 28)).kernel, training.COOPERATIVE["forward", False])
+    assert len(kernel("backward", (32, 256, 28, 28)).launches) == 2, "dy and x: 25.7 MB, past COOPERATIVE_BYTES"
+    assert isinstance(kernel("forward", (32, 544, 7, 7)).kernel, tuple(training.FUSED_COLUMNS.values()))
+    nchw = kernel("forward", (128, 672, 7, 7), channels_last=False)
+    assert not training.reads_channels_last(nchw.kernel)
+    problem = Problem(shape=(128, 672, 7, 7), dtype="bf16", param="f32", values={}, scalars={}, order=(0, 2, 3, 1))
+    masked = residual._choose_backward(problem, Placement(16, 132))
+    assert all(isinstance(p.kernel, residual.BACKWARD_KERNELS) for p in masked.launches)
+    monkeypatch.setenv("RUST_KERNELS_PERSISTENT", "0")
+    assert len(kernel("backward", (128, 672, 7, 7)).launches) == 2

@@ -10,7 +10,7 @@
 | `RUST_KERNELS_PTXAS` | the ptxas that validates PTX and makes cubins; no fallback when set (PATH, CUDA, nvcc wheel) |
 | `RUST_KERNELS_QUIET` | `1` silences the progress lines on stderr (`0`) |
 | `RUST_KERNELS_TUNING` | the autotuner (tuning.py): `off`, `on` or `force` (`on`) |
-| `RUST_KERNELS_PERSISTENT` | `0`: the autotuner leaves out the persistent and cooperative channels_last kernels (`1`) |
+| `RUST_KERNELS_PERSISTENT` | `0`: the autotuner and the rule leave out the persistent and cooperative kernels (`1`) |
 | `RUST_KERNELS_BLOCK` | `0`: the autotuner and the rule leave out the NCHW training block kernels (`1`) |
 
 TUNING `off` runs the families' rules; `on` measured plans (the tuning cache's and shipped tables' timings, missing
@@ -72,7 +72,7 @@ class Settings:
     ptxas: Path | None
     quiet: bool
     tuning: str  # one of TUNING_MODES
-    persistent: bool  # the persistent and cooperative channels_last kernels among the autotuner's candidates
+    persistent: bool  # the persistent and cooperative channels_last kernels among the candidates (and in the rule)
     block: bool  # the NCHW block kernels among the candidates and in the rule
 
 

@@ -91,7 +91,7 @@ def _candidates_forward(problem: Problem, placement: Placement) -> tuple[Plan, .
 
 def _choose_backward(problem: Problem, placement: Placement) -> Plan:
     first = mask(problem.shape, problem.dtype, placement.alignment, placement.sms)  # type: ignore[arg-type]
-    return through_mask(first, training.choose("backward", problem, placement))
+    return through_mask(first, training.choose("backward", problem, placement, cooperative_on=False))
 
 
 def _candidates_backward(problem: Problem, placement: Placement) -> tuple[Plan, ...]:

@@ -21,7 +21,8 @@ the whole tensor fits the grid's registers: autotuner candidates unless RUST_KER
 fastest plan on 28-50 of the 176 suite keys they fit, per direction and dtype, by up to 1.35x forward and 1.51x
 backward: docs/results/h200-2026-12-06-persistent-tune/); and cooperative ones (batch_norm_2d_cooperative_*: the
 persistent kernels' exchange, each CTA walking its rows twice, the second time from L2), where what a direction reads
-twice fits COOPERATIVE_BYTES: autotuner candidates under the same switch. Where an NCHW channel holds at most
+twice fits COOPERATIVE_BYTES: autotuner candidates under the same switch, and the rule's on channels_last tensors from
+COOPERATIVE_RULE_BYTES (cooperative_rule). Where an NCHW channel holds at most
 WARP_VALUES values
 (batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and
 _backward): x, or dy and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES, up to BLOCK_VALUES values, a
@@ -156,6 +157,13 @@ PERSISTENT_CTAS_PER_SM = 2
 COOPERATIVE_BYTES = 24 << 20
 COOPERATIVE_CTAS_PER_SM = (2, 3)
 COOPERATIVE_ROWS = 2
+# The rule takes them from COOPERATIVE_RULE_BYTES of channels_last x on (where no one-launch column plan is), column
+# blocks of up to COOPERATIVE_RULE_CHANNELS channels at two CTAs an SM. Measured on an H100
+# (docs/results/h100-2026-12-06-cooperative/, 16 shapes of 1.6-26 MB of x, bf16 and f32): on the 33 key-directions
+# where the rule changed, its plan 1.02-1.55x faster than the two-launch plan it took before (median 1.23x); the
+# fastest cooperative grids took blocks of 32 channels (64 in bf16 at C = 1024, 8% faster there).
+COOPERATIVE_RULE_BYTES = 1 << 20
+COOPERATIVE_RULE_CHANNELS = 32
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
 # The warp kernels: the rule's for channels of at most WARP_RULE_VALUES values, or of at most WARP_ROWS_VALUES where
@@ -474,6 +482,22 @@ def cooperative_options(which: str, shape: common.Shape4, dtype: str, vectorized
     return out
 
 
+def cooperative_rule(which: str, shape: common.Shape4, dtype: str, vectorized: int, sms: int
+                     ) -> tuple[int, int] | None:  # fmt: skip
+    """The cooperative kernels' (cols, split) where the rule takes them (channels_last from COOPERATIVE_RULE_BYTES of
+    x, while what the direction reads twice fits COOPERATIVE_BYTES): the widest of column_widths of at most
+    COOPERATIVE_RULE_CHANNELS channels, at two CTAs an SM (every instance is resident so: ptxas gives them at most 118
+    registers a thread); else None."""
+    if math.prod(shape) * DTYPES[dtype].size < COOPERATIVE_RULE_BYTES:
+        return None
+    narrow = [c for c, _ in cooperative_options(which, shape, dtype, vectorized, sms)
+              if c * lanes(vectorized, dtype) <= COOPERATIVE_RULE_CHANNELS]  # fmt: skip
+    if not narrow:
+        return None
+    cols = max(narrow)
+    return cols, min(split for c, split in cooperative_options(which, shape, dtype, vectorized, sms) if c == cols)
+
+
 def persistent_split(shape: common.Shape4, units: int, cols: int) -> int:
     """The persistent kernels' fewest slices whose threads hold every row, `units` rows each."""
     return -(-shape[0] * shape[2] * shape[3] // (units * (REDUCTION_BLOCK // cols)))
@@ -570,8 +594,9 @@ def fused_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> i
 
 @cache  # a pure function of its arguments: the ops ask it on every call they decide
 def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, channels_last: bool,
-         activation: int = 0, blocks: bool = False) -> Plan:  # fmt: skip
-    """The rule's plan (`blocks`: with the block kernels, settings().block)."""
+         activation: int = 0, blocks: bool = False, cooperative_on: bool = False) -> Plan:  # fmt: skip
+    """The rule's plan (`blocks`: with the block kernels, settings().block; `cooperative_on`: with the cooperative
+    kernels, settings().persistent)."""
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and common.both_layouts(shape):
         # H*W = 1 (no NCHW one-launch plan: rows under a sector): the channels_last one-launch plan where the rule
@@ -581,6 +606,9 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
             channels_last, vectorized = True, nhwc
     if channels_last and (rule := columns_rule(shape, dtype, vectorized, sms)):
         return fused_columns(which, shape, dtype, param, vectorized, *rule, activation)
+    if cooperative_on and channels_last and not common.both_layouts(shape) and \
+            (grid := cooperative_rule(which, shape, dtype, vectorized, sms)):  # fmt: skip
+        return cooperative(which, shape, dtype, param, vectorized, *grid, activation)
     small = shape[0] * shape[2] * shape[3] <= WARP_RULE_VALUES or not fusable(shape, dtype)
     if not channels_last and small and (units := warp_units(shape, dtype)):
         return warp(which, shape, dtype, param, units, activation)
@@ -598,7 +626,7 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
 def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
                 channels_last: bool, activation: int, persistent_on: bool, blocks: bool = False
                 ) -> tuple[Plan, ...]:  # fmt: skip
-    own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation, blocks)
+    own = plan(which, shape, dtype, param, alignment, sms, channels_last, activation, blocks, persistent_on)
     build = forward if which == "forward" else backward
     out = [own] + [p for layout in common.layouts(shape, channels_last)
                    for p in around(build, shape, dtype, param, alignment, sms, layout, activation)]  # fmt: skip
@@ -679,9 +707,13 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
                        setting.persistent, setting.block)  # fmt: skip
 
 
-def choose(which: str, problem: Problem, placement: Placement) -> Plan:
+def choose(which: str, problem: Problem, placement: Placement, cooperative_on: bool = True) -> Plan:
+    """The rule's plan; `cooperative_on=False` (an op that does not run the cooperative kernels) leaves them out, as
+    RUST_KERNELS_PERSISTENT=0 does."""
+    setting = settings()
     return plan(which, problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
-                problem.order is not None, activation_of(problem), settings().block)  # fmt: skip
+                problem.order is not None, activation_of(problem), setting.block,
+                cooperative_on and setting.persistent)  # fmt: skip
 
 
 def activation_of(problem: Problem) -> int:
