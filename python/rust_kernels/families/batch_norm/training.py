@@ -22,10 +22,9 @@ fastest plan on 28-50 of the 176 suite keys they fit, per direction and dtype, b
 backward: docs/results/h200-2026-12-06-persistent-tune/); and cooperative ones (batch_norm_2d_cooperative_*: the
 persistent kernels' exchange, each CTA walking its rows twice, the second time from L2), where what a direction reads
 twice fits COOPERATIVE_BYTES: autotuner candidates under the same switch, and the rule's on channels_last tensors from
-COOPERATIVE_RULE_BYTES (cooperative_rule). Where an NCHW channel holds at most
-WARP_VALUES values
-(batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and
-_backward): x, or dy and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES, up to BLOCK_VALUES values, a
+COOPERATIVE_RULE_BYTES (cooperative_rule). Where an NCHW channel holds at most WARP_VALUES values (batch 1 at 7x7 to
+14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and _backward): x, or dy
+and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES, up to BLOCK_VALUES values, a
 CTA per channel holds them (batch_norm_2d_block_forward and _backward: batch 1 at 14x14 to 56x56, batch 32 at 7x7
 and 8x8): autotuner candidates, and the rule's up to BLOCK_RULE_VALUES, unless RUST_KERNELS_BLOCK=0 (the shipped
 H200 table has not timed them: on the keys it serves they are left out, tuning.newer_than_table).
@@ -490,12 +489,10 @@ def cooperative_rule(which: str, shape: common.Shape4, dtype: str, vectorized: i
     registers a thread); else None."""
     if math.prod(shape) * DTYPES[dtype].size < COOPERATIVE_RULE_BYTES:
         return None
-    narrow = [c for c, _ in cooperative_options(which, shape, dtype, vectorized, sms)
+    narrow = [(c, split) for c, split in cooperative_options(which, shape, dtype, vectorized, sms)
               if c * lanes(vectorized, dtype) <= COOPERATIVE_RULE_CHANNELS]  # fmt: skip
-    if not narrow:
-        return None
-    cols = max(narrow)
-    return cols, min(split for c, split in cooperative_options(which, shape, dtype, vectorized, sms) if c == cols)
+    # the widest block, at its fewest CTAs (COOPERATIVE_CTAS_PER_SM's first: two an SM)
+    return max(narrow, key=lambda option: (option[0], -option[1]), default=None)
 
 
 def persistent_split(shape: common.Shape4, units: int, cols: int) -> int:
@@ -738,8 +735,8 @@ def fits(plan: Plan, problem: Problem) -> str | None:
 
 
 def reads_channels_last(kernel: Any) -> bool:
-    """Whether a kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch or
-    persistent kernels; the other one-launch kernels and the NCHW eval kernels read NCHW)."""
+    """Whether a kernel reads NHWC memory (its CHANNELS_LAST const, or one of the channels_last one-launch,
+    persistent or cooperative kernels; the other one-launch kernels and the NCHW eval kernels read NCHW)."""
     nhwc = (*FUSED_COLUMNS.values(), *PERSISTENT.values(), *COOPERATIVE.values())
     return bool(getattr(kernel, "channels_last", 0)) or isinstance(kernel, nhwc)
 
