@@ -36,9 +36,9 @@ NHWC_MIN_BYTES = 2 << 20
 NHWC_UNITS = 8
 # Rows that no pack divides (7x7, 17x17, 35x35), from this size of x on: the packed frozen forward (16-byte packs over
 # the flat tensor), where the streaming kernel moves one element at a time. Measured on an H100 against every other
-# candidate (docs/results/h100-2026-12-06-eval-packs/): at 1.7-99 MB of x 1.39-2.55x faster than the
-# streaming kernel in bf16 and 1.18-1.47x in f32 (0.85-0.97 of the bound; 0.87-1.12x torch.compile's speed, the
-# streaming kernel's 0.40-0.74x); at batch 1 (100-111 KB) 4-7% slower, a launch's latency either way.
+# candidate (docs/results/h100-2026-12-06-eval-packs/): at 1.7-99 MB of x 1.39-2.55x faster than the streaming kernel
+# in bf16 and 1.18-1.47x in f32 (0.85-0.97 of the bound; 0.87-1.12x torch.compile's speed, the streaming kernel's
+# 0.40-0.74x); at batch 1 (100-111 KB) 4-7% slower, a launch's latency either way.
 PACKED_MIN_BYTES = 1 << 20
 
 
@@ -69,6 +69,11 @@ def packed(shape: common.Shape4, dtype: str, param: str, sms: int, ctas: int | N
     return training.elementwise(BatchNorm2dFrozenForward, shape, dtype, param, training.FLAT, False, sms, ctas)
 
 
+def unpacked_rows(shape: common.Shape4, dtype: str, alignment: int) -> bool:
+    """Whether no pack divides the rows and the packed frozen forward runs the tensor (training.FLAT)."""
+    return training.elementwise_mode(shape, dtype, alignment, False) == training.FLAT
+
+
 def tiled(shape: common.Shape4, dtype: str, param: str, vectorized: int, block: int) -> Plan:
     """The tiled kernel: a CTA per TILE * block consecutive units, with its rows' coefficients in shared memory."""
     units = math.prod(shape) // common.unit_elements(vectorized, dtype)
@@ -88,8 +93,7 @@ def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
     if nhwc := nhwc_launch(shape, dtype, alignment):
         packs, ctas = nhwc
         return frozen.forward(shape, dtype, param, packs, sms, ctas)
-    if (training.elementwise_mode(shape, dtype, alignment, False) == training.FLAT
-            and math.prod(shape) * DTYPES[dtype].size >= PACKED_MIN_BYTES):  # fmt: skip
+    if unpacked_rows(shape, dtype, alignment) and math.prod(shape) * DTYPES[dtype].size >= PACKED_MIN_BYTES:
         return packed(shape, dtype, param, sms)
     vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
     return flat(shape, dtype, param, vectorized, sms)
@@ -119,7 +123,7 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
     out += [tiled(shape, dtype, param, vectorized, block) for block in TILED_BLOCKS]
     if shape[0] <= MAX_GRID_Y:
         out.append(seed(shape, dtype, param))
-    if training.elementwise_mode(shape, dtype, alignment, False) == training.FLAT:
+    if unpacked_rows(shape, dtype, alignment):
         grids = (*training.grids_around(shape, dtype, training.FLAT, False, sms),
                  *frozen.thread_grids(shape, dtype, training.FLAT, channels_last=False))  # fmt: skip
         out += [packed(shape, dtype, param, sms, ctas) for ctas in grids]

@@ -463,15 +463,22 @@ def cooperative(which: str, shape: common.Shape4, dtype: str, param: str, vector
     return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
 
 
+def unit_columns(shape: common.Shape4, dtype: str, vectorized: int) -> tuple[int, int] | None:
+    """(channel units a row, rows) of the channels_last view, where the persistent and cooperative kernels can run it
+    (a unit column, and at least 2 values per channel); else None."""
+    groups, rows = shape[1] // lanes(vectorized, dtype), shape[0] * shape[2] * shape[3]
+    return (groups, rows) if groups and rows >= 2 else None
+
+
 def cooperative_options(which: str, shape: common.Shape4, dtype: str, vectorized: int, sms: int
                         ) -> list[tuple[int, int]]:  # fmt: skip
     """The cooperative kernels' (cols, split): where the direction's second read fits COOPERATIVE_BYTES, each of
     column_widths by each grid of COOPERATIVE_CTAS_PER_SM CTAs an SM, its slices at least COOPERATIVE_ROWS rows a
     thread."""
-    groups, rows = shape[1] // lanes(vectorized, dtype), shape[0] * shape[2] * shape[3]
     read = math.prod(shape) * DTYPES[dtype].size * (1 if which == "forward" else 2)
-    if rows < 2 or groups == 0 or read > COOPERATIVE_BYTES:
+    if not (units := unit_columns(shape, dtype, vectorized)) or read > COOPERATIVE_BYTES:
         return []
+    groups, rows = units
     out = []
     for cols in column_widths(shape, dtype, vectorized, sms):
         blocks = groups // cols
@@ -503,9 +510,9 @@ def persistent_split(shape: common.Shape4, units: int, cols: int) -> int:
 def persistent_options(shape: common.Shape4, dtype: str, vectorized: int, sms: int, ctas: int) -> list[tuple[int, int]]:
     """The persistent kernels' (units, cols) whose grid has at most `ctas` CTAs: each of PERSISTENT_UNITS by each of
     column_widths (a row of at least 2 values per channel)."""
-    groups, rows = shape[1] // lanes(vectorized, dtype), shape[0] * shape[2] * shape[3]
-    if rows < 2 or groups == 0:
+    if not (columns := unit_columns(shape, dtype, vectorized)):
         return []
+    groups = columns[0]
     return [(units, cols) for units in PERSISTENT_UNITS for cols in column_widths(shape, dtype, vectorized, sms)
             if groups // cols * persistent_split(shape, units, cols) <= ctas]  # fmt: skip
 

@@ -198,8 +198,8 @@ class _Training(Family):
                     for units, cols in options]  # fmt: skip
             # The cooperative kernels, one slice and several (some empty on small shapes), on the narrowest and
             # the widest column blocks (the emulator: the widest, several slices).
-            groups, rows = shape[1] // training.lanes(vectorized, storage), shape[0] * shape[2] * shape[3]
-            widths = training.column_widths(shape, storage, vectorized, sms) if groups and rows >= 2 else []  # type: ignore[arg-type]
+            runs = training.unit_columns(shape, storage, vectorized)  # type: ignore[arg-type]
+            widths = training.column_widths(shape, storage, vectorized, sms) if runs else []  # type: ignore[arg-type]
             spread = [(cols, split) for cols in dict.fromkeys(widths[:1] + widths[-1:]) for split in (1, 3)]
             if backend == "host":
                 spread = spread[-1:]
