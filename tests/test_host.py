@@ -69,6 +69,29 @@ def test_split_results_are_bit_identical_run_to_run_when_deterministic():
     assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
 
 
+@pytest.mark.parametrize("split", [1, 2, 5])
+def test_the_grouped_kernel_takes_a_narrower_last_group_and_is_bit_identical_run_to_run(split):
+    # 12 channels in groups of 8: the second group holds 4; 5 slices of 3 images leave two slices empty
+    shape = (3, 12, 7, 7)
+    plan = plans.grouped(shape, "f32", "f32", 1, split, cols=8)
+    assert plan.grid == (2, split, 1)
+    assert check.check_one(BACKWARD, plan, shape, "host").passed
+    data = inputs(shape, "f32")
+    first = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan)
+    again = ops.batch_norm_2d_nchw_backward(*data, backend="host", plan=plan)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16-f32"])
+def test_the_add_relu_eval_backward_runs_the_grouped_kernel_after_its_mask(dtype):
+    from rust_kernels.families.batch_norm import residual
+
+    shape, storage = (3, 8, 7, 7), dtype.split("-")[0]
+    plan = residual.through_mask(residual.mask(shape, storage, 16, 1), plans.grouped(shape, storage, "f32", 1, 2))
+    result = check.check_one(family("batch_norm_2d_add_relu_eval_backward"), plan, shape, "host")
+    assert result.passed, result
+
+
 def test_op_returns_numpy_arrays_of_the_input_dtype():
     data = inputs((2, 3, 4, 5), "f64")
     dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(*data, backend="host")

@@ -5,7 +5,7 @@ import pytest
 
 from rust_kernels import ArgumentError
 from rust_kernels.families.batch_norm import backward as plans
-from rust_kernels.kernels import BatchNorm2dNchwBackwardWarp
+from rust_kernels.kernels import BatchNorm2dFrozenBackwardGrouped, BatchNorm2dNchwBackwardWarp
 
 H200_SMS = 132
 
@@ -14,6 +14,8 @@ def choice(shape, dtype="f32", alignment=16):
     p = plans.plan(shape, dtype, dtype, alignment, H200_SMS)
     if isinstance(p.kernel, BatchNorm2dNchwBackwardWarp):
         return "warp", p.kernel.block_hw, p.kernel.vectorized, p.value("CTAS")
+    if isinstance(p.kernel, BatchNorm2dFrozenBackwardGrouped):
+        return "grouped", p.value("COLS"), p.value("SPLIT")
     return "split", p.kernel.block_hw, p.kernel.vectorized, p.value("SPLIT")
 
 
@@ -24,7 +26,8 @@ def choice(shape, dtype="f32", alignment=16):
         ((32, 64, 112, 112), "f32", ("split", 256, 1, 8)),  # few channels: split to about 2 CTAs per SM
         ((128, 128, 56, 56), "f32", ("split", 512, 1, 4)),
         ((32, 2048, 7, 7), "f32", ("warp", 128, 0, 512)),  # 1 568 single elements per channel: a warp each
-        ((32, 1024, 14, 14), "bf16", ("split", 128, 2, 1)),  # 196: a multiple of 4 bf16 lanes, not 8: 8-byte packs
+        ((32, 1024, 14, 14), "bf16", ("grouped", 8, 2)),  # 196: not a multiple of 8 bf16 lanes; 12.8 MB: grouped
+        ((8, 1024, 14, 14), "bf16", ("split", 128, 2, 1)),  # 3.2 MB: 8-byte packs (4 bf16 lanes divide 196)
         ((32, 1024, 14, 14), "f32", ("split", 128, 1, 1)),
         ((4, 8, 6, 7), "f32", ("split", 128, 2, 1)),  # 42: 2 f32 lanes
         ((32, 256, 56, 56), "f64", ("split", 512, 1, 1)),  # 16 bytes = 2 f64 lanes; an 8-byte pack of one is none
@@ -43,6 +46,46 @@ def test_pack_width_follows_the_pointers_alignment():
 def test_deterministic_mode_and_block_override():
     p = plans.plan((32, 64, 112, 112), "f32", "f32", 16, H200_SMS, deterministic=False, block_hw=128)
     assert (p.kernel.deterministic, p.kernel.block_hw) == (0, 128)
+
+
+def grouped(shape, dtype, alignment=16):
+    """The grouped kernel's (cols, split) among the autotuner's candidates."""
+    out = plans._candidates(shape, dtype, dtype, alignment, H200_SMS, True)
+    return [(p.value("COLS"), p.value("SPLIT")) for p in out if isinstance(p.kernel, BatchNorm2dFrozenBackwardGrouped)]
+
+
+def test_the_grouped_kernel_is_a_candidate_where_no_16_byte_pack_divides_the_rows():
+    # 7x7 bf16: groups of 32 channels (196 packs, at most a CTA's) and of 16; every split over the 128 images
+    assert {c for c, _ in grouped((128, 992, 7, 7), "bf16")} == {32, 16}
+    assert all(1 <= s <= 128 for _, s in grouped((128, 992, 7, 7), "bf16"))
+    # 14x14 rows: 16-byte packs of f32 divide them (the split kernel reads them so); bf16's 8 lanes do not
+    assert grouped((32, 992, 14, 14), "f32") == [] and {c for c, _ in grouped((32, 992, 14, 14), "bf16")} == {8, 4}
+    # batch 1: no split (a slice is images)
+    assert {s for _, s in grouped((1, 608, 7, 7), "bf16")} == {1}
+    assert grouped((128, 992, 7, 7), "bf16", alignment=8) == []  # 16-byte packs need 16-byte aligned arrays
+    assert grouped((2, 3, 35, 35), "bf16") == []  # 8 channels' rows are 1 225 packs: more than a CTA's threads
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "expected"),
+    [
+        ((128, 992, 7, 7), "bf16", (31, 8, 32)),  # 12 MB of bf16 7x7 rows: groups of 32 channels, 8 slices
+        ((128, 672, 7, 7), "bf16", (21, 8, 32)),  # 8.0 MiB: from GROUPED_RULE_BYTES on
+        ((128, 480, 14, 14), "bf16", (60, 4, 8)),  # split to at most 2 CTAs an SM (264 on 132 SMs)
+        ((32, 2048, 7, 7), "bf16", None),  # 6 MiB: the warp kernel
+        ((128, 992, 7, 7), "f32", None),  # f32: the split kernel
+        ((128, 992, 7, 7), "f16", (31, 8, 32)),
+    ],
+)
+def test_the_rule_takes_the_grouped_kernel_on_large_16_bit_tensors_of_unpacked_rows(shape, dtype, expected):
+    p = plans.plan(shape, dtype, dtype, 16, H200_SMS)
+    got = (
+        (p.grid[0], p.value("SPLIT"), p.value("COLS"))
+        if isinstance(p.kernel, BatchNorm2dFrozenBackwardGrouped)
+        else None
+    )
+    assert got == expected
+    assert not isinstance(plans.plan(shape, dtype, dtype, 8, H200_SMS).kernel, BatchNorm2dFrozenBackwardGrouped)
 
 
 def array(shape, dtype="float32"):

@@ -37,6 +37,7 @@ def test_the_catalogue_parses():
         "batch_norm_2d_cooperative_forward_channels_last_act",
         "batch_norm_2d_frozen_backward_channels_last",
         "batch_norm_2d_frozen_backward_channels_last_act",
+        "batch_norm_2d_frozen_backward_grouped",
         "batch_norm_2d_frozen_forward",
         "batch_norm_2d_frozen_forward_act",
         "batch_norm_2d_frozen_forward_add_relu",

@@ -4,16 +4,22 @@ Plans. The kernels move 3 x numel x sizeof(D) bytes, so they are memory-bound: a
 streaming. One CTA per channel leaves SMs idle when C is small, so each channel is then split over several CTAs
 (batch_norm_2d_nchw_backward_split), as long as each keeps enough work; 16- or 8-byte vector accesses are used when
 H*W and the pointers allow; channels too small for a CTA (a few thousand single elements) get a warp each
-(batch_norm_2d_nchw_backward_warp). The seed kernel (batch_norm_2d_nchw_backward, one CTA per channel) keeps the
-original signature.
+(batch_norm_2d_nchw_backward_warp). Rows that no 16-byte pack divides (7x7, 14x14 in 16-bit) may also be read over
+groups of adjacent channels, whose rows lie together in each image, as 16-byte packs
+(batch_norm_2d_frozen_backward_grouped: one pass writing dx as it sums): an autotuner candidate, and the rule's on
+large 16-bit tensors. The seed kernel (batch_norm_2d_nchw_backward, one CTA per channel) keeps the original
+signature.
 """
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
+from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common, frozen, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dFrozenBackwardGrouped,
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardSplit,
     BatchNorm2dNchwBackwardSplitAct,
@@ -36,7 +42,16 @@ NHWC_MIN_BYTES = 128 << 10
 # Through a fused activation's gradient from this size on: the warp kernel has no such form, and the split kernel
 # loses sooner (H100, ReLU, bf16 8x4096: 12.6 -> 8.4 us; at 32 KiB the NCHW plan is 1.3x faster).
 NHWC_ACT_MIN_BYTES = 64 << 10
-KERNELS = (BatchNorm2dNchwBackward, BatchNorm2dNchwBackwardSplit, BatchNorm2dNchwBackwardWarp)
+# 16-bit x from this size on, where the grouped kernel fits and no 16-byte pack divides H*W, takes it (H100, 12-07:
+# 1.13-1.24x faster than the split kernel at 8-12 MiB of bf16 7x7 and 14x14 rows; 0.63-0.92x on 1.6-6 MiB, and in f32
+# 0.92-1.04x; docs/results/h100-2026-12-07-eval-groups/), split to at most 2 CTAs an SM (more lost 8% at 128x480x14x14).
+GROUPED_RULE_BYTES = 8 << 20
+KERNELS = (
+    BatchNorm2dNchwBackward,
+    BatchNorm2dNchwBackwardSplit,
+    BatchNorm2dNchwBackwardWarp,
+    BatchNorm2dFrozenBackwardGrouped,
+)
 
 
 def split(channels: int, block_hw: int, vectorized: int, deterministic: int, dtype: str, param: str, slices: int,
@@ -59,6 +74,44 @@ def warp(channels: int, block_hw: int, vectorized: int, dtype: str, param: str, 
     return Plan(kernel, (ctas, 1, 1), (("CTAS", ctas),))
 
 
+def grouped(shape: common.Shape4, dtype: str, param: str, sms: int, split: int | None = None, cols: int | None = None
+            ) -> Plan:  # fmt: skip
+    """The grouped kernel: `cols` channels a CTA (training.group_width's, the widest, by default), `split` slices
+    of the images (by default training.geometry's, at most 2 CTAs an SM), with its workspaces: partials
+    [SPLIT][C][2] and a counter per group."""
+    _, split_own, widest = training.geometry(shape, dtype, training.GROUPS, False, sms)
+    cols = cols or widest
+    grid_x = -(-shape[1] // cols)
+    if split is None:
+        split = split_own
+        while split > 1 and grid_x * split > 2 * sms:
+            split //= 2
+    kernel = BatchNorm2dFrozenBackwardGrouped(training.REDUCTION_BLOCK, dtype=dtype, param_dtype=param)
+    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * 2), Workspace("counters", "u32", grid_x))
+    return Plan(kernel, (grid_x, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+
+
+def grouped_fits(shape: common.Shape4, dtype: str, alignment: int) -> bool:
+    """Whether the grouped kernel can run this shape and reads it in wider packs than the others: no 16-byte pack
+    divides H*W, the arrays are 16-byte aligned and a group of 2+ channels fits (training.groups_fit)."""
+    packs = common.vector_mode(shape[2] * shape[3], dtype, alignment) == 1
+    return not packs and training.groups_fit(shape, dtype, alignment, False)
+
+
+def group_widths(shape: common.Shape4, dtype: str) -> list[int]:
+    """The grouped kernel's widths the autotuner times: training.group_width's and half of it where its rows are
+    still whole packs (more of a CTA's threads busy where the widest leaves some without a pack column)."""
+    widest = training.group_width(shape, dtype) or 1
+    half, packed = widest // 2, common.unit_elements(training.GROUPS, dtype)
+    return [widest] + ([half] if half >= 2 and half * shape[2] * shape[3] % packed == 0 else [])
+
+
+def grouped_rule(shape: common.Shape4, dtype: str, alignment: int) -> bool:
+    """Whether the rule takes the grouped kernel: 16-bit x of GROUPED_RULE_BYTES or more where it fits."""
+    size = DTYPES[dtype].size
+    return size == 2 and math.prod(shape) * size >= GROUPED_RULE_BYTES and grouped_fits(shape, dtype, alignment)
+
+
 def seed(channels: int, block_hw: int, dtype: str) -> Plan:
     """The original kernel: one CTA per channel."""
     return Plan(BatchNorm2dNchwBackward(block_hw=block_hw, dtype=dtype), (channels, 1, 1))
@@ -69,9 +122,12 @@ def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
          block_hw: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
     """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx;
     `activation`: through that fused activation's gradient (the split kernel, or at H*W = 1 the channels_last
-    one)."""
+    one). Without one, large 16-bit tensors whose rows no 16-byte pack divides take the grouped kernel
+    (grouped_rule)."""
     if block_hw is None and common.nhwc_rule(shape, dtype, NHWC_ACT_MIN_BYTES if activation else NHWC_MIN_BYTES):
         return frozen.plan("backward", shape, dtype, param, alignment, sms, activation)
+    if block_hw is None and not activation and grouped_rule(shape, dtype, alignment):
+        return grouped(shape, dtype, param, sms)
     batches, channels, height, width = shape
     hw = height * width
     vectorized = common.vector_mode(hw, dtype, alignment)
@@ -111,6 +167,9 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
             slices *= 2
         if vectorized == 0 and units <= 4 * WARP_MAX_UNITS and not activation:
             out.append(warp(channels, block, 0, dtype, param))
+    if not activation and grouped_fits(shape, dtype, alignment):
+        out += [grouped(shape, dtype, param, sms, s, cols) for cols in group_widths(shape, dtype)
+                for s in training.splits_around(shape, dtype, training.GROUPS, False, sms) if s <= batches]  # fmt: skip
     if common.both_layouts(shape):
         out += frozen._candidates("backward", shape, dtype, param, alignment, sms, activation)
     return tuple(dict.fromkeys(out))
@@ -119,8 +178,9 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
 def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times: the rule's plan; the split kernel at each CTA size, unsplit and split in powers of
     two while the grid stays within 4 CTAs per SM and every thread has a unit; the warp kernel where no packs fit;
-    where H*W = 1, the channels_last kernel's candidates too (frozen.candidates). None where the caller fixed the
-    CTA size (block_hw)."""
+    the grouped kernel where it fits and no 16-byte pack divides H*W, at the training reductions' splits; where
+    H*W = 1, the channels_last kernel's candidates too (frozen.candidates). None where the caller fixed the CTA size
+    (block_hw)."""
     if problem.scalars.get("block_hw") is not None:
         return ()
     return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]

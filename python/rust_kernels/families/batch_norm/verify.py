@@ -29,6 +29,7 @@ import numpy as np
 from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import backward, common, forward, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
+    BatchNorm2dFrozenBackwardGrouped,
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardWarp,
 )
@@ -63,6 +64,7 @@ SANITIZE_SHAPES = [
     (3, 40, 1, 7),  # 40 channels of 21 single elements: the warp kernel over 10 CTAs, and 1 CTA striding
     (4, 2, 31, 33),  # 4 092 single elements per channel: several unrolled steps per thread
     (2, 2, 48, 64),  # H*W = 3 072: several vectorized steps per thread
+    (3, 8, 7, 7),  # 7x7 rows: the grouped kernel, unsplit and over 3 slices
 ]
 
 
@@ -85,9 +87,9 @@ class Backward(_BatchNorm2d):
     op = backward.NCHW
     suites = {  # noqa: RUF012
         "cuda": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 16, 32, 32), (8, 1, 28, 28), (2, 4, 256, 256),
-                 (32, 64, 28, 28), (3, 5, 1, 1031), (3, 4, 6, 7), (4, 16, 14, 14)],
+                 (32, 64, 28, 28), (3, 5, 1, 1031), (3, 4, 6, 7), (4, 16, 14, 14), (8, 24, 7, 7)],
         "host": [(2, 3, 5, 7), (4, 8, 17, 19), (16, 8, 1, 1), (1, 4, 32, 32), (8, 1, 28, 28), (1, 2, 128, 128),
-                 (2, 3, 6, 7), (2, 5, 14, 14)],
+                 (2, 3, 6, 7), (2, 5, 14, 14), (3, 8, 7, 7)],
     }  # fmt: skip
     # CTA sizes and splits each check covers; exhaustive: every CTA size of every kernel (the sanitizer's run).
     seed_blocks = {"cuda": (32, 256, 1024), "host": (32, 256, 1024), "every": (32, 64, 128, 256, 512, 1024)}  # noqa: RUF012
@@ -116,7 +118,8 @@ class Backward(_BatchNorm2d):
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
         """The seed kernel at three CTA sizes; the split kernel in each mode with and without splitting; the warp
         kernel with a warp per channel and with one CTA striding over all channels (vectorized variants only where
-        their packs divide H*W). Mixed keys (bf16-f32) check the mixed-precision instances."""
+        their packs divide H*W); the grouped kernel where it fits, at each of its widths, unsplit and split. Mixed
+        keys (bf16-f32) check the mixed-precision instances."""
         sizes = "every" if exhaustive else backend
         storage, param = common.split_key(dtype)
         channels = shape[1]
@@ -128,6 +131,13 @@ class Backward(_BatchNorm2d):
                             for s in self.splits[sizes]]  # fmt: skip
                 out += [backward.warp(channels, block, vectorized, storage, param)]
                 out += [backward.warp(channels, block, vectorized, storage, param, ctas=1)]
+        if backward.grouped_fits(shape, storage, 16):  # type: ignore[arg-type]
+            sms = 1 if backend == "host" else LISTED_SMS
+            out += [
+                backward.grouped(shape, storage, param, sms, s, cols)  # type: ignore[arg-type]
+                for cols in backward.group_widths(shape, storage)
+                for s in self.splits[sizes]
+            ]  # type: ignore[arg-type]
         return out
 
     def depth(self, plan: Plan, shape: tuple[int, ...]) -> int:
@@ -170,6 +180,11 @@ def summation_depth(plan: Plan, shape: tuple[int, ...]) -> int:
         return batches * math.ceil(height * width / block) + 10
     if isinstance(plan.kernel, BatchNorm2dNchwBackwardWarp):  # each lane walks the channel, then 5 butterflies
         return math.ceil(batches * height * width / 32) + 16 + 5
+    if isinstance(plan.kernel, BatchNorm2dFrozenBackwardGrouped):
+        # a thread's lanes of the channel in each of its slice's images, then the CTA's partials of the channel in a
+        # chain (at most one a thread), the slices in a chain and a tree over the CTA
+        slices, lanes = int(plan.value("SPLIT")), common.unit_elements(training.GROUPS, plan.kernel.dtype)
+        return math.ceil(batches / slices) * lanes + block + slices + 10
     slices = int(plan.value("SPLIT"))
     elements = math.ceil(batches * height * width / slices)
     per_thread = math.ceil(elements / block) + 16  # + one pack's lanes, where a slice ends inside a stride

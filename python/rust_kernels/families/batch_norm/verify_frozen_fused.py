@@ -80,8 +80,8 @@ class _EvalFused(verify_frozen._Frozen):
     def _gradient_plans(self, backend: str, shape: tuple[int, ...], dtype: str, code: int, exhaustive: bool = False
                         ) -> list[Plan]:  # fmt: skip
         """The eval backward's (deterministic) plans in both layouts, through activation `code` (0: none): NCHW's
-        split kernel (and without an activation the warp kernel; `exhaustive`: at every CTA size), channels_last's
-        column reduction, at the rule's split and forced ones."""
+        split kernel (and without an activation the warp kernel and, where it fits, the grouped one; `exhaustive`: at
+        every CTA size), channels_last's column reduction, at the rule's split and forced ones."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else verify.LISTED_SMS
         every = self._every(backend, dtype)
@@ -96,6 +96,8 @@ class _EvalFused(verify_frozen._Frozen):
         splits = verify_frozen.SPLITS[backend] if every else (None,)
         out += [frozen.backward(shape, storage, param, vectorized, sms, split, code)  # type: ignore[arg-type]
                 for vectorized in verify_training.packs(shape, storage, True) for split in splits]  # fmt: skip
+        if not code and backward.grouped_fits(shape, storage, 16):  # type: ignore[arg-type]
+            out += [backward.grouped(shape, storage, param, sms, split) for split in splits]  # type: ignore[arg-type]
         return list(dict.fromkeys(out))
 
 
