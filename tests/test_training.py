@@ -322,6 +322,7 @@ def test_the_persistent_kernels_are_candidates_unless_disabled(monkeypatch):
     rows = 8 * 14 * 14
     assert all(rows >= p.grid[1] * training.COOPERATIVE_ROWS * 256 // dict(p.values)["COLS"] for p in cooperative)
     assert not training.cooperative_options("backward", (32, 256, 28, 28), "f32", 1, 132), "dy and x: 51 MB"
+    assert training.cooperative_options("backward", (32, 384, 28, 28), "bf16", 1, 132), "dy and x: 38.5 MB"
     assert training.cooperative_options("forward", (32, 256, 28, 28), "bf16", 1, 132), "x: 13 MB"
     problem = Problem(shape=shape, dtype="bf16", param="f32", values={}, scalars={}, order=(0, 2, 3, 1))
     kinds = {training.PERSISTENT["backward", False], training.COOPERATIVE["backward", False]}
@@ -890,7 +891,7 @@ def test_gpu_training_runs_under_torch_compile_cuda_graphs():
 
 
 def test_the_rule_takes_the_cooperative_kernels_on_mid_sized_channels_last_tensors(monkeypatch):
-    """channels_last from COOPERATIVE_RULE_BYTES of x while a direction's second read fits COOPERATIVE_BYTES: the
+    """channels_last from COOPERATIVE_RULE_BYTES of x while a direction's second read fits COOPERATIVE_RULE_READ: the
     cooperative kernels at two CTAs an SM, column blocks of at most 32 channels; not where the one-launch column
     kernels are the rule's, past the L2 bound, in NCHW, with RUST_KERNELS_PERSISTENT=0, nor for the add + ReLU
     backward (whose op does not run them)."""
@@ -907,7 +908,7 @@ def test_the_rule_takes_the_cooperative_kernels_on_mid_sized_channels_last_tenso
     cols = dict(mid.values)["COLS"]
     assert cols * 8 <= training.COOPERATIVE_RULE_CHANNELS and mid.grid[0] * mid.grid[1] <= 2 * 132
     assert isinstance(kernel("forward", (32, 256, 28, 28)).kernel, training.COOPERATIVE["forward", False])
-    assert len(kernel("backward", (32, 256, 28, 28)).launches) == 2, "dy and x: 25.7 MB, past COOPERATIVE_BYTES"
+    assert len(kernel("backward", (32, 256, 28, 28)).launches) == 2, "dy and x: 25.7 MB, past COOPERATIVE_RULE_READ"
     assert isinstance(kernel("forward", (32, 544, 7, 7)).kernel, tuple(training.FUSED_COLUMNS.values()))
     nchw = kernel("forward", (128, 672, 7, 7), channels_last=False)
     assert not training.reads_channels_last(nchw.kernel)

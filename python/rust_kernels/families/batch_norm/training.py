@@ -12,23 +12,23 @@ NCHW reductions may also take groups of adjacent channels a CTA (GROUPS: their r
 where rows are short: autotuner candidates.
 
 Where an NCHW channel's data is small, one launch does each direction instead (batch_norm_2d_fused_forward and
-batch_norm_2d_fused_backward: a CTA per channel, its second read served by L2): half the launches, and no pass over
-DRAM for the second read. channels_last has its own one-launch kernels (batch_norm_2d_fused_forward_channels_last,
+batch_norm_2d_fused_backward: a CTA per channel, its second read served by L2): half the launches, and no pass over DRAM
+for the second read. channels_last has its own one-launch kernels (batch_norm_2d_fused_forward_channels_last,
 batch_norm_2d_fused_backward_channels_last: a CTA per block of COLS channel units, walking every row), where such a
 block's data is small; and persistent ones (batch_norm_2d_persistent_forward_channels_last and _backward_: one
-cooperative launch whose CTAs hold every row in registers across a grid::sync, reading x, or dy and x, once), where
-the whole tensor fits the grid's registers: autotuner candidates unless RUST_KERNELS_PERSISTENT=0 (on the H200 the
-fastest plan on 28-50 of the 176 suite keys they fit, per direction and dtype, by up to 1.35x forward and 1.51x
-backward: docs/results/h200-2026-12-06-persistent-tune/); and cooperative ones (batch_norm_2d_cooperative_*: the
-persistent kernels' exchange, each CTA walking its rows twice, the second time from L2), where what a direction reads
-twice fits COOPERATIVE_BYTES: autotuner candidates under the same switch, and the rule's on channels_last tensors from
-COOPERATIVE_RULE_BYTES (cooperative_rule). Where an NCHW channel holds at most WARP_VALUES values (batch 1 at 7x7 to
-14x14, tiny maps), a warp per channel holds them in registers (batch_norm_2d_warp_forward and _backward): x, or dy
-and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES, up to BLOCK_VALUES values, a
-CTA per channel holds them (batch_norm_2d_block_forward and _backward: batch 1 at 14x14 to 56x56, batch 32 at 7x7
-and 8x8): autotuner candidates, and the rule's up to BLOCK_RULE_VALUES, unless RUST_KERNELS_BLOCK=0 (the shipped
-H200 table has not timed them: on the keys it serves they are left out, tuning.newer_than_table).
-"""
+cooperative launch whose CTAs hold every row in registers across a grid::sync, reading x, or dy and x, once), where the
+whole tensor fits the grid's registers: autotuner candidates unless RUST_KERNELS_PERSISTENT=0 (on the H200 the fastest
+plan on 28-50 of the 176 suite keys they fit, per direction and dtype, by up to 1.35x forward and 1.51x backward:
+docs/results/h200-2026-12-06-persistent-tune/); and cooperative ones (batch_norm_2d_cooperative_*: the persistent
+kernels' exchange, each CTA walking its rows twice, the second time from L2), where what a direction reads twice fits
+COOPERATIVE_BYTES: autotuner candidates under the same switch, and the rule's on channels_last tensors from
+COOPERATIVE_RULE_BYTES while that read fits COOPERATIVE_RULE_READ (cooperative_rule). Where an NCHW channel holds at
+most WARP_VALUES values (batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers
+(batch_norm_2d_warp_forward and _backward): x, or dy and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES,
+up to BLOCK_VALUES values, a CTA per channel holds them (batch_norm_2d_block_forward and _backward: batch 1 at 14x14 to
+56x56, batch 32 at 7x7 and 8x8): autotuner candidates, and the rule's up to BLOCK_RULE_VALUES, unless
+RUST_KERNELS_BLOCK=0 (the shipped H200 table has not timed them: on the keys it serves they are left out,
+tuning.newer_than_table)."""
 
 from __future__ import annotations
 
@@ -152,8 +152,10 @@ PERSISTENT_CTAS_PER_SM = 2
 # candidates where what a direction reads twice (x; dy and x) is at most COOPERATIVE_BYTES, so that the second read
 # finds it in L2 (50 MB on the H100 and H200), at grids of COOPERATIVE_CTAS_PER_SM CTAs an SM (the GPU launch refuses
 # one that is not resident at once, and the autotuner drops it), each thread walking at least COOPERATIVE_ROWS rows (a
-# full GPU before long walks: these shapes' two-launch plans are bound by latency, not by the merges).
-COOPERATIVE_BYTES = 24 << 20
+# full GPU before long walks: these shapes' two-launch plans are bound by latency, not by the merges). On an H100
+# (docs/results/h100-2026-12-07-e2e/, bf16 backward) they won at 38.5 MB of dy and x (1.04x the best other plan) and
+# lost at 48 MB (0.89x); at 25.7 MB they won or lost by shape (1.17x, 0.93x).
+COOPERATIVE_BYTES = 40 << 20
 COOPERATIVE_CTAS_PER_SM = (2, 3)
 COOPERATIVE_ROWS = 2
 # The rule takes them from COOPERATIVE_RULE_BYTES of channels_last x on (where no one-launch column plan is), column
@@ -163,6 +165,7 @@ COOPERATIVE_ROWS = 2
 # fastest cooperative grids took blocks of 32 channels (64 in bf16 at C = 1024, 8% faster there).
 COOPERATIVE_RULE_BYTES = 1 << 20
 COOPERATIVE_RULE_CHANNELS = 32
+COOPERATIVE_RULE_READ = 24 << 20  # the rule's bound on a direction's second read: where they won on every shape timed
 # A row (H * W) narrower than a 32-byte sector reads mostly unused bytes channel by channel (H * W = 1: strided).
 MIN_FUSED_ROW_BYTES = 32
 # The warp kernels: the rule's for channels of at most WARP_RULE_VALUES values, or of at most WARP_ROWS_VALUES where
@@ -470,13 +473,13 @@ def unit_columns(shape: common.Shape4, dtype: str, vectorized: int) -> tuple[int
     return (groups, rows) if groups and rows >= 2 else None
 
 
-def cooperative_options(which: str, shape: common.Shape4, dtype: str, vectorized: int, sms: int
-                        ) -> list[tuple[int, int]]:  # fmt: skip
-    """The cooperative kernels' (cols, split): where the direction's second read fits COOPERATIVE_BYTES, each of
+def cooperative_options(which: str, shape: common.Shape4, dtype: str, vectorized: int, sms: int,
+                        bound: int = COOPERATIVE_BYTES) -> list[tuple[int, int]]:  # fmt: skip
+    """The cooperative kernels' (cols, split): where the direction's second read fits `bound`, each of
     column_widths by each grid of COOPERATIVE_CTAS_PER_SM CTAs an SM, its slices at least COOPERATIVE_ROWS rows a
     thread."""
     read = math.prod(shape) * DTYPES[dtype].size * (1 if which == "forward" else 2)
-    if not (units := unit_columns(shape, dtype, vectorized)) or read > COOPERATIVE_BYTES:
+    if not (units := unit_columns(shape, dtype, vectorized)) or read > bound:
         return []
     groups, rows = units
     out = []
@@ -491,13 +494,13 @@ def cooperative_options(which: str, shape: common.Shape4, dtype: str, vectorized
 def cooperative_rule(which: str, shape: common.Shape4, dtype: str, vectorized: int, sms: int
                      ) -> tuple[int, int] | None:  # fmt: skip
     """The cooperative kernels' (cols, split) where the rule takes them (channels_last from COOPERATIVE_RULE_BYTES of
-    x, while what the direction reads twice fits COOPERATIVE_BYTES): the widest of column_widths of at most
+    x, while what the direction reads twice fits COOPERATIVE_RULE_READ): the widest of column_widths of at most
     COOPERATIVE_RULE_CHANNELS channels, at two CTAs an SM (every instance is resident so: ptxas gives them at most 118
     registers a thread); else None."""
     if math.prod(shape) * DTYPES[dtype].size < COOPERATIVE_RULE_BYTES:
         return None
-    narrow = [(c, split) for c, split in cooperative_options(which, shape, dtype, vectorized, sms)
-              if c * lanes(vectorized, dtype) <= COOPERATIVE_RULE_CHANNELS]  # fmt: skip
+    options = cooperative_options(which, shape, dtype, vectorized, sms, COOPERATIVE_RULE_READ)
+    narrow = [(c, split) for c, split in options if c * lanes(vectorized, dtype) <= COOPERATIVE_RULE_CHANNELS]
     # the widest block, at its fewest CTAs (COOPERATIVE_CTAS_PER_SM's first: two an SM)
     return max(narrow, key=lambda option: (option[0], -option[1]), default=None)
 
