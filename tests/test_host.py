@@ -92,6 +92,19 @@ def test_the_add_relu_eval_backward_runs_the_grouped_kernel_after_its_mask(dtype
     assert result.passed, result
 
 
+@pytest.mark.parametrize(("activation", "dtype"), [("relu", "bf16-f32"), ("silu", "f32"), ("relu6", "bf16-f32"),
+                                                  ("hardswish", "f32")])  # fmt: skip
+def test_the_act_eval_backward_runs_the_grouped_kernel_through_each_activation(activation, dtype):
+    from rust_kernels.families.batch_norm import training
+
+    # 24 channels in groups of 16: a narrower last group; 2 slices of 3 images
+    shape, storage, code = (3, 24, 7, 7), dtype.split("-")[0], training.ACTIVATIONS[activation]
+    plan = plans.grouped(shape, storage, "f32", 1, 2, cols=16, activation=code)
+    assert (plan.kernel.name, plan.kernel.activation) == ("batch_norm_2d_frozen_backward_grouped_act", code)
+    result = check.check_one(family("batch_norm_2d_act_eval_backward"), plan, shape, "host")
+    assert result.passed, result
+
+
 def test_op_returns_numpy_arrays_of_the_input_dtype():
     data = inputs((2, 3, 4, 5), "f64")
     dx, dweight, dbias = ops.batch_norm_2d_nchw_backward(*data, backend="host")

@@ -5,7 +5,11 @@ import pytest
 
 from rust_kernels import ArgumentError
 from rust_kernels.families.batch_norm import backward as plans
-from rust_kernels.kernels import BatchNorm2dFrozenBackwardGrouped, BatchNorm2dNchwBackwardWarp
+from rust_kernels.kernels import (
+    BatchNorm2dFrozenBackwardGrouped,
+    BatchNorm2dFrozenBackwardGroupedAct,
+    BatchNorm2dNchwBackwardWarp,
+)
 
 H200_SMS = 132
 
@@ -64,6 +68,14 @@ def test_the_grouped_kernel_is_a_candidate_where_no_16_byte_pack_divides_the_row
     assert {s for _, s in grouped((1, 608, 7, 7), "bf16")} == {1}
     assert grouped((128, 992, 7, 7), "bf16", alignment=8) == []  # 16-byte packs need 16-byte aligned arrays
     assert grouped((2, 3, 35, 35), "bf16") == []  # 8 channels' rows are 1 225 packs: more than a CTA's threads
+
+
+def test_the_grouped_kernel_is_a_candidate_through_a_fused_activation():
+    out = plans._candidates((128, 992, 7, 7), "bf16", "f32", 16, H200_SMS, True, activation=2)
+    acts = {p.kernel.activation for p in out if isinstance(p.kernel, BatchNorm2dFrozenBackwardGroupedAct)}
+    assert acts == {2} and not any(isinstance(p.kernel, BatchNorm2dFrozenBackwardGrouped) for p in out)
+    assert not any(isinstance(p.kernel, BatchNorm2dFrozenBackwardGroupedAct) for p in
+                   plans._candidates((128, 992, 7, 7), "bf16", "f32", 16, H200_SMS, True))  # fmt: skip
 
 
 @pytest.mark.parametrize(

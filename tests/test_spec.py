@@ -38,6 +38,7 @@ def test_the_catalogue_parses():
         "batch_norm_2d_frozen_backward_channels_last",
         "batch_norm_2d_frozen_backward_channels_last_act",
         "batch_norm_2d_frozen_backward_grouped",
+        "batch_norm_2d_frozen_backward_grouped_act",
         "batch_norm_2d_frozen_forward",
         "batch_norm_2d_frozen_forward_act",
         "batch_norm_2d_frozen_forward_add_relu",

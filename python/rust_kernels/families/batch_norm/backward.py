@@ -20,6 +20,7 @@ from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import common, frozen, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dFrozenBackwardGrouped,
+    BatchNorm2dFrozenBackwardGroupedAct,
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardSplit,
     BatchNorm2dNchwBackwardSplitAct,
@@ -74,11 +75,12 @@ def warp(channels: int, block_hw: int, vectorized: int, dtype: str, param: str, 
     return Plan(kernel, (ctas, 1, 1), (("CTAS", ctas),))
 
 
-def grouped(shape: common.Shape4, dtype: str, param: str, sms: int, split: int | None = None, cols: int | None = None
-            ) -> Plan:  # fmt: skip
+def grouped(shape: common.Shape4, dtype: str, param: str, sms: int, split: int | None = None, cols: int | None = None,
+            activation: int = 0) -> Plan:  # fmt: skip
     """The grouped kernel: `cols` channels a CTA (training.group_width's, the widest, by default), `split` slices
     of the images (by default training.geometry's, at most 2 CTAs an SM), with its workspaces: partials
-    [SPLIT][C][2] and a counter per group."""
+    [SPLIT][C][2] and a counter per group; through a fused `activation`'s gradient
+    (batch_norm_2d_frozen_backward_grouped_act) where it is not 0."""
     _, split_own, widest = training.geometry(shape, dtype, training.GROUPS, False, sms)
     cols = cols or widest
     grid_x = -(-shape[1] // cols)
@@ -86,7 +88,11 @@ def grouped(shape: common.Shape4, dtype: str, param: str, sms: int, split: int |
         split = split_own
         while split > 1 and grid_x * split > 2 * sms:
             split //= 2
-    kernel = BatchNorm2dFrozenBackwardGrouped(training.REDUCTION_BLOCK, dtype=dtype, param_dtype=param)
+    block = training.REDUCTION_BLOCK
+    if activation:
+        kernel = BatchNorm2dFrozenBackwardGroupedAct(block, activation, dtype=dtype, param_dtype=param)
+    else:
+        kernel = BatchNorm2dFrozenBackwardGrouped(block, dtype=dtype, param_dtype=param)
     spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * 2), Workspace("counters", "u32", grid_x))
     return Plan(kernel, (grid_x, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
 
@@ -167,8 +173,8 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
             slices *= 2
         if vectorized == 0 and units <= 4 * WARP_MAX_UNITS and not activation:
             out.append(warp(channels, block, 0, dtype, param))
-    if not activation and grouped_fits(shape, dtype, alignment):
-        out += [grouped(shape, dtype, param, sms, s, cols) for cols in group_widths(shape, dtype)
+    if grouped_fits(shape, dtype, alignment):
+        out += [grouped(shape, dtype, param, sms, s, cols, activation) for cols in group_widths(shape, dtype)
                 for s in training.splits_around(shape, dtype, training.GROUPS, False, sms) if s <= batches]  # fmt: skip
     if common.both_layouts(shape):
         out += frozen._candidates("backward", shape, dtype, param, alignment, sms, activation)

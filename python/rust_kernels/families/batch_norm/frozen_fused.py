@@ -24,7 +24,11 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
 from rust_kernels.runtime import Gradient, Input, Op, Output, Placement, Plan, Problem
 
 ACT_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAct,)
-ACT_BACKWARD_KERNELS = (backward.BatchNorm2dNchwBackwardSplitAct, frozen.BatchNorm2dFrozenBackwardChannelsLastAct)
+ACT_BACKWARD_KERNELS = (
+    backward.BatchNorm2dNchwBackwardSplitAct,
+    backward.BatchNorm2dFrozenBackwardGroupedAct,
+    frozen.BatchNorm2dFrozenBackwardChannelsLastAct,
+)
 ADD_RELU_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAddRelu,)
 ADD_RELU_BACKWARD_KERNELS = (BatchNorm2dAddReluMask, *backward.KERNELS, *frozen.BACKWARD_KERNELS)
 

@@ -30,6 +30,7 @@ from rust_kernels.dtypes import DTYPES
 from rust_kernels.families.batch_norm import backward, common, forward, training
 from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dFrozenBackwardGrouped,
+    BatchNorm2dFrozenBackwardGroupedAct,
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardWarp,
 )
@@ -180,7 +181,7 @@ def summation_depth(plan: Plan, shape: tuple[int, ...]) -> int:
         return batches * math.ceil(height * width / block) + 10
     if isinstance(plan.kernel, BatchNorm2dNchwBackwardWarp):  # each lane walks the channel, then 5 butterflies
         return math.ceil(batches * height * width / 32) + 16 + 5
-    if isinstance(plan.kernel, BatchNorm2dFrozenBackwardGrouped):
+    if isinstance(plan.kernel, (BatchNorm2dFrozenBackwardGrouped, BatchNorm2dFrozenBackwardGroupedAct)):
         # a thread's lanes of the channel in each of its slice's images, then the CTA's partials of the channel in a
         # chain (at most one a thread), the slices in a chain and a tree over the CTA
         slices, lanes = int(plan.value("SPLIT")), common.unit_elements(training.GROUPS, plan.kernel.dtype)

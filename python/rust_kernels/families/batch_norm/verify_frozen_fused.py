@@ -57,6 +57,14 @@ class _EvalFused(verify_frozen._Frozen):
     def layout_of(self, plan: Plan) -> Layout:
         return self.layouts[1] if training.reads_channels_last(plan.launches[-1].kernel) else self.layouts[0]
 
+    def depth(self, plan: Plan, shape: tuple[int, ...]) -> int:
+        """The chain behind the sums of the gradient's launch (the last, after any mask launch): an NCHW kernel's as
+        the eval backward's (verify.summation_depth), a channels_last one's as the training reductions'."""
+        last = plan.launches[-1]
+        if training.reads_channels_last(last.kernel):
+            return verify_training.summation_depth(last, shape)
+        return verify.summation_depth(last, shape)
+
     def _forward_plans(self, kind: type, backend: str, shape: tuple[int, ...], dtype: str, codes: tuple[int, ...]
                        ) -> list[Plan]:  # fmt: skip
         """Both layouts, every pack their runs allow (NCHW's flat packs where they fit), with the rule's grid and,
@@ -80,8 +88,8 @@ class _EvalFused(verify_frozen._Frozen):
     def _gradient_plans(self, backend: str, shape: tuple[int, ...], dtype: str, code: int, exhaustive: bool = False
                         ) -> list[Plan]:  # fmt: skip
         """The eval backward's (deterministic) plans in both layouts, through activation `code` (0: none): NCHW's
-        split kernel (and without an activation the warp kernel and, where it fits, the grouped one; `exhaustive`: at
-        every CTA size), channels_last's column reduction, at the rule's split and forced ones."""
+        split kernel (without an activation the warp kernel too; `exhaustive`: at every CTA size) and, where it fits,
+        the grouped one; channels_last's column reduction; at the rule's split and forced ones."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else verify.LISTED_SMS
         every = self._every(backend, dtype)
@@ -96,8 +104,8 @@ class _EvalFused(verify_frozen._Frozen):
         splits = verify_frozen.SPLITS[backend] if every else (None,)
         out += [frozen.backward(shape, storage, param, vectorized, sms, split, code)  # type: ignore[arg-type]
                 for vectorized in verify_training.packs(shape, storage, True) for split in splits]  # fmt: skip
-        if not code and backward.grouped_fits(shape, storage, 16):  # type: ignore[arg-type]
-            out += [backward.grouped(shape, storage, param, sms, split) for split in splits]  # type: ignore[arg-type]
+        if backward.grouped_fits(shape, storage, 16):  # type: ignore[arg-type]
+            out += [backward.grouped(shape, storage, param, sms, split, activation=code) for split in splits]  # type: ignore[arg-type]
         return list(dict.fromkeys(out))
 
 
