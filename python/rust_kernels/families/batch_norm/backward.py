@@ -7,8 +7,8 @@ H*W and the pointers allow; channels too small for a CTA (a few thousand single 
 (batch_norm_2d_nchw_backward_warp). Rows that no 16-byte pack divides (7x7, 14x14 in 16-bit) may also be read over
 groups of adjacent channels, whose rows lie together in each image, as 16-byte packs
 (batch_norm_2d_frozen_backward_grouped: one pass writing dx as it sums): an autotuner candidate, and the rule's on
-large 16-bit tensors. The seed kernel (batch_norm_2d_nchw_backward, one CTA per channel) keeps the original
-signature.
+large 16-bit tensors; through a fused activation (batch_norm_2d_frozen_backward_grouped_act) a candidate only. The
+seed kernel (batch_norm_2d_nchw_backward, one CTA per channel) keeps the original signature.
 """
 
 from __future__ import annotations
