@@ -100,6 +100,35 @@ def test_the_rule_takes_the_grouped_kernel_on_large_16_bit_tensors_of_unpacked_r
     assert not isinstance(plans.plan(shape, dtype, dtype, 8, H200_SMS).kernel, BatchNorm2dFrozenBackwardGrouped)
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype", "expected"),
+    [
+        ((32, 2048, 7, 7), "bf16", (64, 4, 32)),  # 2 048 channels: groups of 32, 4 slices (256 CTAs on 132 SMs)
+        ((1, 1024, 7, 7), "f32", (64, 1, 16)),  # batch 1: one slice
+        ((32, 672, 7, 7), "f32", (42, 4, 16)),  # from 4 channels an SM (528 on 132 SMs) on
+        ((32, 512, 7, 7), "bf16", None),  # fewer channels: the split kernel
+        ((32, 992, 14, 14), "f32", None),  # 16-byte packs of f32 divide 14x14 rows
+    ],
+)
+def test_through_an_activation_the_rule_takes_the_grouped_kernel_on_many_channels(shape, dtype, expected):
+    p = plans.plan(shape, dtype, "f32", 16, H200_SMS, activation=1)
+    grouped = isinstance(p.kernel, BatchNorm2dFrozenBackwardGroupedAct)
+    assert ((p.grid[0], p.value("SPLIT"), p.value("COLS")) if grouped else None) == expected
+    assert p.kernel.activation == 1
+    assert not isinstance(plans.plan(shape, dtype, "f32", 8, H200_SMS, activation=1).kernel,
+                          BatchNorm2dFrozenBackwardGroupedAct)  # fmt: skip
+
+
+def test_the_grouped_kernel_splits_the_images_to_fill_2_ctas_an_sm_at_most():
+    assert plans.grouped_split((32, 672, 7, 7), 32, H200_SMS) == 8  # 21 groups x 8 = 168 CTAs; 16 would be 336
+    assert plans.grouped_split((8, 2048, 7, 7), 32, H200_SMS) == 4  # 64 x 4 = 256
+    assert plans.grouped_split((2, 64, 7, 7), 32, H200_SMS) == 2  # never more slices than images
+    assert plans.grouped_split((128, 8192, 7, 7), 16, H200_SMS) == 1  # 512 groups: over 2 CTAs an SM already
+    # the default split is a candidate
+    out = plans._candidates((8, 512, 7, 7), "bf16", "f32", 16, H200_SMS, True, activation=1)
+    assert (8, 32) in {(p.value("SPLIT"), p.value("COLS")) for p in out if "grouped" in p.kernel.name}
+
+
 def array(shape, dtype="float32"):
     """What the op's problem description reads of an array: its shape and dtype (no memory behind it)."""
     return SimpleNamespace(shape=shape, dtype=np.dtype(dtype))

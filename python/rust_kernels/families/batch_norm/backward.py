@@ -7,7 +7,7 @@ H*W and the pointers allow; channels too small for a CTA (a few thousand single 
 (batch_norm_2d_nchw_backward_warp). Rows that no 16-byte pack divides (7x7, 14x14 in 16-bit) may also be read over
 groups of adjacent channels, whose rows lie together in each image, as 16-byte packs
 (batch_norm_2d_frozen_backward_grouped: one pass writing dx as it sums): an autotuner candidate, and the rule's on
-large 16-bit tensors; through a fused activation (batch_norm_2d_frozen_backward_grouped_act) a candidate only. The
+large 16-bit tensors; through a fused activation (batch_norm_2d_frozen_backward_grouped_act) on many channels. The
 seed kernel (batch_norm_2d_nchw_backward, one CTA per channel) keeps the original signature.
 """
 
@@ -47,6 +47,12 @@ NHWC_ACT_MIN_BYTES = 64 << 10
 # 1.13-1.24x faster than the split kernel at 8-12 MiB of bf16 7x7 and 14x14 rows; 0.63-0.92x on 1.6-6 MiB, and in f32
 # 0.92-1.04x; docs/results/h100-2026-12-07-eval-groups/), split to at most 2 CTAs an SM (more lost 8% at 128x480x14x14).
 GROUPED_RULE_BYTES = 8 << 20
+# Through a fused activation's gradient (the split kernel's the only other form: the warp kernel has none) the rule
+# takes the grouped kernel where it fits from this many channels an SM on: many channels of little work each, where a
+# CTA per channel spends most of its time on its fixed costs (H100, 12-07, ReLU: 1.00-2.9x as fast at C = 672 to 2048,
+# 7x7 and 14x14, batch 1 to 128, bf16 and f32; its best plan 0.72-1.21x at C = 96 to 512;
+# docs/results/h100-2026-12-07-act-groups/).
+GROUPED_ACT_CHANNELS_PER_SM = 4
 KERNELS = (
     BatchNorm2dNchwBackward,
     BatchNorm2dNchwBackwardSplit,
@@ -78,16 +84,11 @@ def warp(channels: int, block_hw: int, vectorized: int, dtype: str, param: str, 
 def grouped(shape: common.Shape4, dtype: str, param: str, sms: int, split: int | None = None, cols: int | None = None,
             activation: int = 0) -> Plan:  # fmt: skip
     """The grouped kernel: `cols` channels a CTA (training.group_width's, the widest, by default), `split` slices
-    of the images (by default training.geometry's, at most 2 CTAs an SM), with its workspaces: partials
-    [SPLIT][C][2] and a counter per group; through a fused `activation`'s gradient
-    (batch_norm_2d_frozen_backward_grouped_act) where it is not 0."""
-    _, split_own, widest = training.geometry(shape, dtype, training.GROUPS, False, sms)
-    cols = cols or widest
+    of the images (grouped_split's by default), with its workspaces: partials [SPLIT][C][2] and a counter per group;
+    through a fused `activation`'s gradient (batch_norm_2d_frozen_backward_grouped_act) where it is not 0."""
+    cols = cols or training.group_width(shape, dtype) or 1
     grid_x = -(-shape[1] // cols)
-    if split is None:
-        split = split_own
-        while split > 1 and grid_x * split > 2 * sms:
-            split //= 2
+    split = split or grouped_split(shape, cols, sms)
     block = training.REDUCTION_BLOCK
     if activation:
         kernel = BatchNorm2dFrozenBackwardGroupedAct(block, activation, dtype=dtype, param_dtype=param)
@@ -95,6 +96,16 @@ def grouped(shape: common.Shape4, dtype: str, param: str, sms: int, split: int |
         kernel = BatchNorm2dFrozenBackwardGrouped(block, dtype=dtype, param_dtype=param)
     spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * 2), Workspace("counters", "u32", grid_x))
     return Plan(kernel, (grid_x, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+
+
+def grouped_split(shape: common.Shape4, cols: int, sms: int) -> int:
+    """The grouped kernel's slices of the images by default: the most (a power of two, at most B) that keep its grid
+    within 2 CTAs an SM. On an H100 (12-07, 59 shapes with and without an activation) this was within 3% of the best
+    split timed on 53, and faster than the training reductions' geometry capped to 2 CTAs an SM on 21."""
+    grid_x, split = -(-shape[1] // cols), 1
+    while split * 2 <= shape[0] and grid_x * split * 2 <= 2 * sms:
+        split *= 2
+    return split
 
 
 def grouped_fits(shape: common.Shape4, dtype: str, alignment: int) -> bool:
@@ -112,10 +123,15 @@ def group_widths(shape: common.Shape4, dtype: str) -> list[int]:
     return [widest] + ([half] if half >= 2 and half * shape[2] * shape[3] % packed == 0 else [])
 
 
-def grouped_rule(shape: common.Shape4, dtype: str, alignment: int) -> bool:
-    """Whether the rule takes the grouped kernel: 16-bit x of GROUPED_RULE_BYTES or more where it fits."""
+def grouped_rule(shape: common.Shape4, dtype: str, alignment: int, sms: int, activation: int = 0) -> bool:
+    """Whether the rule takes the grouped kernel where it fits: 16-bit x of GROUPED_RULE_BYTES or more; through an
+    activation's gradient from GROUPED_ACT_CHANNELS_PER_SM channels an SM on."""
+    if not grouped_fits(shape, dtype, alignment):
+        return False
+    if activation:
+        return shape[1] >= GROUPED_ACT_CHANNELS_PER_SM * sms
     size = DTYPES[dtype].size
-    return size == 2 and math.prod(shape) * size >= GROUPED_RULE_BYTES and grouped_fits(shape, dtype, alignment)
+    return size == 2 and math.prod(shape) * size >= GROUPED_RULE_BYTES
 
 
 def seed(channels: int, block_hw: int, dtype: str) -> Plan:
@@ -128,12 +144,12 @@ def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int,
          block_hw: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
     """The plan for an NCHW shape; `alignment`: a power of two (at most 16) dividing the addresses of dy, x, dx;
     `activation`: through that fused activation's gradient (the split kernel, or at H*W = 1 the channels_last
-    one). Without one, large 16-bit tensors whose rows no 16-byte pack divides take the grouped kernel
-    (grouped_rule)."""
+    one). Where no 16-byte pack divides the rows, large 16-bit tensors, or through an activation many channels, take
+    the grouped kernel (grouped_rule)."""
     if block_hw is None and common.nhwc_rule(shape, dtype, NHWC_ACT_MIN_BYTES if activation else NHWC_MIN_BYTES):
         return frozen.plan("backward", shape, dtype, param, alignment, sms, activation)
-    if block_hw is None and not activation and grouped_rule(shape, dtype, alignment):
-        return grouped(shape, dtype, param, sms)
+    if block_hw is None and grouped_rule(shape, dtype, alignment, sms, activation):
+        return grouped(shape, dtype, param, sms, activation=activation)
     batches, channels, height, width = shape
     hw = height * width
     vectorized = common.vector_mode(hw, dtype, alignment)
@@ -175,7 +191,9 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
             out.append(warp(channels, block, 0, dtype, param))
     if grouped_fits(shape, dtype, alignment):
         out += [grouped(shape, dtype, param, sms, s, cols, activation) for cols in group_widths(shape, dtype)
-                for s in training.splits_around(shape, dtype, training.GROUPS, False, sms) if s <= batches]  # fmt: skip
+                for s in dict.fromkeys((grouped_split(shape, cols, sms),
+                                        *training.splits_around(shape, dtype, training.GROUPS, False, sms)))
+                if s <= batches]  # fmt: skip
     if common.both_layouts(shape):
         out += frozen._candidates("backward", shape, dtype, param, alignment, sms, activation)
     return tuple(dict.fromkeys(out))

@@ -7,7 +7,7 @@ Forward: one elementwise launch (batch_norm_2d_frozen_forward_act, _add_relu), s
 for BN + add + ReLU where they take 7 (an in-place ReLU).
 Backward of BN + act: one launch through the activation's gradient at z = BN(x), recomputed from x as the forward
 computed it (batch_norm_2d_nchw_backward_split_act, batch_norm_2d_frozen_backward_channels_last_act; where no 16-byte
-pack divides NCHW rows, batch_norm_2d_frozen_backward_grouped_act among the candidates): 3 passes where the
+pack divides NCHW rows, batch_norm_2d_frozen_backward_grouped_act, the rule's on many channels): 3 passes where the
 activation's backward then BN's take 6; nothing but x is saved. Backward of BN + add + ReLU: the training one's
 mask launch (dresidual = 0 where y <= 0, else dy), then the eval backward's launch reading dresidual in dy's stead.
 """

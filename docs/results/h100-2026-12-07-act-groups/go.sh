@@ -11,7 +11,7 @@
 #   bash go.sh [TOTAL_S] [TUNE_S] [ACT_S]
 set -uo pipefail
 total=${1:-580}; tune_s=${2:-280}; act_s=${3:-50}
-repo=$PWD; here=$repo/docs/results/h200-2026-12-07-retune; e2e=$repo/docs/results/h100-2026-12-07-e2e
+repo=$PWD; here=$repo/docs/results/h100-2026-12-07-act-groups; e2e=$repo/docs/results/h100-2026-12-07-e2e
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 h200=$(grep -c H200 "$OUT/gpu.txt")
 if [ "$h200" = 1 ]; then
