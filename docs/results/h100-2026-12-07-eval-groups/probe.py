@@ -6,7 +6,7 @@ and the rule's against torch's. Every plan's median goes to plans.csv.
 
     python probe.py time         # on the GPU (RUST_KERNELS_CACHE_DIR holding the kernels, the tuning off)
 
-../h200-2026-12-07-retune/probe_act.py runs time() over the BN + ReLU eval backward.
+../h100-2026-12-07-act-groups/probe_act.py runs time() over the BN + ReLU eval backward.
 """
 
 import os
