@@ -5,7 +5,7 @@
 #     backward's keys over ../h100-2026-12-07-eval-groups/shapes.txt, ACT_S), exported for merge_tuning_table.py.
 #   probe_act.py: the rule (grouped_rule: the grouped act kernel from 4 channels an SM on) against every candidate.
 #   A frozen-BN fine-tuning step, NCHW, fused (`convert(fuse=True)`: BN + ReLU6 in one op), B = 128, bf16: MobileNetV2
-#     (its 7x7 and 14x14 BN + ReLU6 layers of 576 to 960 channels take the grouped act kernel; ResNet-50's of 256 and
+#     (its 7x7 and 14x14 BN + ReLU6 layers of 576 to 1 280 channels take the grouped act kernel; ResNet-50's of 256 and
 #     512 do not), eager and CUDA graph, ours against torch's in one process, with this commit's package and with
 #     old_python's (each its own build and tuning cache, tuned on first use), each half of what is left of TOTAL_S.
 #   bash go2.sh [TOTAL_S] [TUNE_S] [ACT_S]
