@@ -19,8 +19,9 @@ def label(plan) -> str:
 
 def main(path: str) -> None:
     by = collections.defaultdict(dict)
-    for row in csv.DictReader(open(path)):
-        by[row["dtype"], row["shape"]][row["plan"]] = float(row["us"])
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            by[row["dtype"], row["shape"]][row["plan"]] = float(row["us"])
     print("| dtype | shape | x MiB | before (rule) | grouped, rule's grid | grouped, best | best other | eager | "
           "torch.compile | bound | of the bound: before -> best |")
     print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
