@@ -192,8 +192,8 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
             out.append(warp(channels, block, 0, dtype, param))
     if grouped_fits(shape, dtype, alignment):
         out += [grouped(shape, dtype, param, sms, s, cols, activation) for cols in group_widths(shape, dtype)
-                for s in dict.fromkeys((grouped_split(shape, cols, sms),
-                                        *training.splits_around(shape, dtype, training.GROUPS, False, sms)))
+                for s in (grouped_split(shape, cols, sms), *training.splits_around(shape, dtype, training.GROUPS,
+                                                                                   False, sms))
                 if s <= batches]  # fmt: skip
     if common.both_layouts(shape):
         out += frozen._candidates("backward", shape, dtype, param, alignment, sms, activation)
@@ -203,9 +203,9 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
 def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """What the autotuner times: the rule's plan; the split kernel at each CTA size, unsplit and split in powers of
     two while the grid stays within 4 CTAs per SM and every thread has a unit; the warp kernel where no packs fit;
-    the grouped kernel where it fits and no 16-byte pack divides H*W, at the training reductions' splits; where
-    H*W = 1, the channels_last kernel's candidates too (frozen.candidates). None where the caller fixed the CTA size
-    (block_hw)."""
+    the grouped kernel where it fits and no 16-byte pack divides H*W, at its default split (grouped_split) and the
+    training reductions' splits; where H*W = 1, the channels_last kernel's candidates too (frozen.candidates). None
+    where the caller fixed the CTA size (block_hw)."""
     if problem.scalars.get("block_hw") is not None:
         return ()
     return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
