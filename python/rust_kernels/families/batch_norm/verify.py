@@ -138,7 +138,7 @@ class Backward(_BatchNorm2d):
                 backward.grouped(shape, storage, param, sms, s, cols)  # type: ignore[arg-type]
                 for cols in backward.group_widths(shape, storage)
                 for s in self.splits[sizes]
-            ]  # type: ignore[arg-type]
+            ]
         return out
 
     def depth(self, plan: Plan, shape: tuple[int, ...]) -> int:
