@@ -4,6 +4,8 @@ eval ops give on the same values, outputs in the input's memory format; the erro
 them; on the GPU, against float64 as closely as torch's own eval batch norm. The float64 cross-checks of every plan
 are the registry's (families batch_norm_2d_forward_eval and batch_norm_2d_backward_eval)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -87,6 +89,19 @@ def test_channels_last_errors_name_the_argument_and_the_op_that_reads_it():
     one_cta = frozen.forward((2, 24, 3, 3), "f32", "f32", 0, 1, ctas=1)
     with pytest.raises(ArgumentError, match=r"CTAS \* BLOCK must be a multiple of C"):
         ops.batch_norm_2d_forward(x24, ones, ones, ones, ones, False, backend="host", plan=one_cta)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_the_forward_rule_gives_a_unit_a_thread_within_one_wave_and_four_past_it(dtype):
+    """One wave of 2048-thread SMs: a unit a thread while the tensor's units fit it, else RULE_UNITS (a step of the
+    walk) a thread, the grid still a multiple of what keeps each thread on one column."""
+    sms, lanes = 132, common.unit_elements(1, dtype)
+    for shape in [(8, 1280, 7, 7), (32, 2048, 7, 7), (128, 96, 56, 56), (1, 1024, 7, 7)]:
+        units = math.prod(shape) // lanes
+        ctas = frozen.plan("forward", shape, dtype, "f32", 16, sms).value("CTAS")
+        per_thread = units / (ctas * 256)
+        assert per_thread <= 1 if units <= sms * 2048 else frozen.RULE_UNITS - 1 < per_thread <= frozen.RULE_UNITS
+        assert ctas * 256 % (shape[1] // lanes) == 0
 
 
 @pytest.mark.parametrize("shape", [(32, 2048, 7, 7), (8, 24, 3, 3), (1, 1000, 1, 2), (128, 96, 56, 56)], ids=str)
