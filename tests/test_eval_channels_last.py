@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rust_kernels import ArgumentError, ops
-from rust_kernels.families.batch_norm import backward, common, forward, frozen
+from rust_kernels.families.batch_norm import backward, common, forward, frozen, training
 
 EPS = 1e-5
 SHAPE = (3, 16, 5, 4)  # C = 16: 16-byte packs of f32 (4 lanes); 2 of bf16 (8 lanes)
@@ -92,15 +92,20 @@ def test_channels_last_errors_name_the_argument_and_the_op_that_reads_it():
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-def test_the_forward_rule_gives_a_unit_a_thread_within_one_wave_and_four_past_it(dtype):
-    """One wave of 2048-thread SMs: a unit a thread while the tensor's units fit it, else RULE_UNITS (a step of the
-    walk) a thread, the grid still a multiple of what keeps each thread on one column."""
+def test_the_forward_rule_gives_a_unit_a_thread_within_one_wave_and_at_least_four_past_it(dtype):
+    """One wave of 2048-thread SMs: a unit a thread while the tensor's units fit it; past it the training normalize's
+    grid where that gives a thread RULE_UNITS units (a step of the walk) or more, else RULE_UNITS a thread; the grid
+    always a multiple of what keeps each thread on one column."""
     sms, lanes = 132, common.unit_elements(1, dtype)
-    for shape in [(8, 1280, 7, 7), (32, 2048, 7, 7), (128, 96, 56, 56), (1, 1024, 7, 7)]:
+    for shape in [(8, 1280, 7, 7), (32, 2048, 7, 7), (32, 1024, 14, 14), (128, 96, 56, 56), (1, 1024, 7, 7)]:
         units = math.prod(shape) // lanes
         ctas = frozen.plan("forward", shape, dtype, "f32", 16, sms).value("CTAS")
         per_thread = units / (ctas * 256)
-        assert per_thread <= 1 if units <= sms * 2048 else frozen.RULE_UNITS - 1 < per_thread <= frozen.RULE_UNITS
+        normalize = training.elementwise_grid(shape, dtype, 1, True, sms)
+        if units <= sms * 2048:
+            assert per_thread <= 1 and ctas == normalize
+        else:
+            assert per_thread > frozen.RULE_UNITS - 1 and ctas <= normalize
         assert ctas * 256 % (shape[1] // lanes) == 0
 
 

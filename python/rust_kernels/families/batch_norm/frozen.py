@@ -28,19 +28,21 @@ BACKWARD_KERNELS = (BatchNorm2dFrozenBackwardChannelsLast,)
 # (per lane four loads, a square root and a division) cost more than the training normalize's, so fewer threads,
 # each streaming more units, can be faster (the autotuner decides).
 UNITS_PER_THREAD = (4, 8, 16)
-# The forward's rule past one wave of threads: a thread's units in one step of its walk (each step loads 4 units
-# before it stores any). Measured on an H100 (docs/results/h100-2026-12-07-cl-coefs/, 24 cases, bf16 and f32): 1.00-
-# 1.37x the training normalize's grid (16 units a thread from 4 waves on, fewer below), never slower.
+# The forward's rule past one wave of threads: at least a thread's units in one step of its walk (each step loads 4
+# units before it stores any). The training normalize's grid gives one to four there, up to 4 waves of units: with
+# its per-lane coefficients a thread then moves too little. Against that grid alone, over the H200 table's timings of
+# 475 suite keys it was more than 3% faster on 90 (1.20x at their median, up to 1.67x) and slower on 3 (up to 1.12x);
+# on an H100 (docs/results/h100-2026-12-07-cl-coefs/, 24 cases) 1.00-1.37x.
 RULE_UNITS = 4
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, ctas: int | None = None
             ) -> Plan:  # fmt: skip
-    """The forward's launch on `ctas` CTAs, by default a unit a thread where one wave of 2048-thread SMs holds the
-    tensor's units (the training normalize's grid), else RULE_UNITS a thread."""
-    units = math.prod(shape) // training.lanes(vectorized, dtype)
-    if ctas is None and units > sms * 2048:
-        ctas = thread_grid(shape, dtype, vectorized, RULE_UNITS)
+    """The forward's launch on `ctas` CTAs, by default the training normalize's grid (a unit a thread where one wave
+    of 2048-thread SMs holds the tensor's units), but past one wave at least RULE_UNITS units a thread."""
+    if ctas is None and math.prod(shape) // training.lanes(vectorized, dtype) > sms * 2048:
+        ctas = min(training.elementwise_grid(shape, dtype, vectorized, True, sms),
+                   thread_grid(shape, dtype, vectorized, RULE_UNITS))  # fmt: skip
     kind = BatchNorm2dFrozenForwardChannelsLast
     return training.elementwise(kind, shape, dtype, param, vectorized, True, sms, ctas)
 
