@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rust_kernels import ArgumentError, ops
-from rust_kernels.families.batch_norm import backward, common, forward, frozen, training
+from rust_kernels.families.batch_norm import backward, common, forward, frozen, frozen_fused, training
+from rust_kernels.runtime import Placement
 
 EPS = 1e-5
 SHAPE = (3, 16, 5, 4)  # C = 16: 16-byte packs of f32 (4 lanes); 2 of bf16 (8 lanes)
@@ -107,6 +108,21 @@ def test_the_forward_rule_gives_a_unit_a_thread_within_one_wave_and_at_least_fou
         else:
             assert per_thread > frozen.RULE_UNITS - 1 and ctas <= normalize
         assert ctas * 256 % (shape[1] // lanes) == 0
+        assert ctas == frozen.forward_grid(shape, dtype, 1, sms)
+
+
+def test_the_fused_eval_forwards_take_the_eval_forwards_grid_over_channels_last():
+    """BN + ReLU and BN + add + ReLU in eval mode share the eval forward's walk, and its rule's grid."""
+    shape, placement = (32, 2048, 7, 7), Placement(16, 132)
+    x = channels_last(np.zeros(shape, np.float32))
+    per_channel = [np.ones(shape[1], np.float32)] * 4
+    for op, arrays, scalars in ((frozen_fused.ACT_FORWARD, (x, *per_channel), (EPS, "relu")),
+                                (frozen_fused.ADD_RELU_FORWARD, (x, x, *per_channel), (EPS,))):  # fmt: skip
+        _, problem = op.problem(arrays, scalars, "host")
+        plan = op.choose(problem, placement)
+        mode = plan.kernel.vectorized
+        normalize = training.elementwise_grid(shape, "f32", mode, True, 132)
+        assert plan.value("CTAS") == frozen.forward_grid(shape, "f32", mode, 132) != normalize
 
 
 @pytest.mark.parametrize("shape", [(32, 2048, 7, 7), (8, 24, 3, 3), (1, 1000, 1, 2), (128, 96, 56, 56)], ids=str)

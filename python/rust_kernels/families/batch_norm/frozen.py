@@ -28,21 +28,28 @@ BACKWARD_KERNELS = (BatchNorm2dFrozenBackwardChannelsLast,)
 # (per lane four loads, a square root and a division) cost more than the training normalize's, so fewer threads,
 # each streaming more units, can be faster (the autotuner decides).
 UNITS_PER_THREAD = (4, 8, 16)
-# The forward's rule past one wave of threads: at least a thread's units in one step of its walk (each step loads 4
-# units before it stores any). The training normalize's grid gives one to four there, up to 4 waves of units: with
-# its per-lane coefficients a thread then moves too little. Against that grid alone, over the H200 table's timings of
-# 475 suite keys it was more than 3% faster on 90 (1.20x at their median, up to 1.67x) and slower on 3 (up to 1.12x);
-# on an H100 (docs/results/h100-2026-12-07-cl-coefs/, 24 cases) 1.00-1.37x.
+# The channels_last eval forwards' rule past one wave of threads: at least a thread's units in one step of its walk
+# (each step loads 4 units before it stores any). The training normalize's grid gives one to four there, up to 4 waves
+# of units: with its per-lane coefficients a thread then moves too little. Against that grid, over the shipped H200
+# table's timings of suite keys (docs/results/h100-2026-12-07-cl-coefs/rule_from_table.txt), more than 3% faster on
+# 90 of 475 keys of the eval forward (1.20x at their median, up to 1.67x; slower on 3, up to 1.12x), on 26 of 104 with
+# ReLU fused and 21 of 99 with the residual add and ReLU (none slower); on an H100, 24 cases, 1.00-1.37x.
 RULE_UNITS = 4
+
+
+def forward_grid(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> int:
+    """The channels_last eval forwards' rule grid: the training normalize's (a unit a thread where one wave of
+    2048-thread SMs holds the tensor's units), but past one wave at least RULE_UNITS units a thread."""
+    grid = training.elementwise_grid(shape, dtype, vectorized, True, sms)
+    if math.prod(shape) // training.lanes(vectorized, dtype) > sms * 2048:
+        return min(grid, thread_grid(shape, dtype, vectorized, RULE_UNITS))
+    return grid
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, ctas: int | None = None
             ) -> Plan:  # fmt: skip
-    """The forward's launch on `ctas` CTAs, by default the training normalize's grid (a unit a thread where one wave
-    of 2048-thread SMs holds the tensor's units), but past one wave at least RULE_UNITS units a thread."""
-    if ctas is None and math.prod(shape) // training.lanes(vectorized, dtype) > sms * 2048:
-        ctas = min(training.elementwise_grid(shape, dtype, vectorized, True, sms),
-                   thread_grid(shape, dtype, vectorized, RULE_UNITS))  # fmt: skip
+    """The forward's launch on `ctas` CTAs, by default forward_grid's."""
+    ctas = ctas or forward_grid(shape, dtype, vectorized, sms)
     kind = BatchNorm2dFrozenForwardChannelsLast
     return training.elementwise(kind, shape, dtype, param, vectorized, True, sms, ctas)
 

@@ -41,16 +41,19 @@ def _layout(problem: Problem, placement: Placement) -> tuple[Any, ...]:
 
 # --- forward ---------------------------------------------------------------------------------------------------------
 def _launch(kind: type, problem: Problem, placement: Placement, channels_last: bool, ctas: int | None = None) -> Plan:
-    """The elementwise launch of `kind` reading `channels_last` memory in the widest pack the arrays allow, on the
-    training normalize's grid (or `ctas` CTAs), fusing the call's activation where `kind` has one."""
+    """The elementwise launch of `kind` reading `channels_last` memory in the widest pack the arrays allow, on `ctas`
+    CTAs, by default the training normalize's grid, for channels_last the eval forward's (frozen.forward_grid), fusing
+    the call's activation where `kind` has one."""
     shape, dtype, param, alignment, sms, _ = _layout(problem, placement)
     mode = training.elementwise_mode(shape, dtype, alignment, channels_last)
+    if ctas is None and channels_last:
+        ctas = frozen.forward_grid(shape, dtype, mode, sms)
     fused = training.activation_of(problem)
     return training.elementwise(kind, shape, dtype, param, mode, channels_last, sms, ctas, fused)
 
 
 def _forward(kind: type, problem: Problem, placement: Placement) -> Plan:
-    """The launch in the arrays' memory format on the training normalize's grid; at H*W = 1 the eval forward's
+    """The launch in the arrays' memory format on _launch's grid; at H*W = 1 the eval forward's
     (forward.nhwc_launch: the channels_last kernel, rows of C in packs, from forward.NHWC_MIN_BYTES on)."""
     shape, dtype, _, alignment, _, channels_last = _layout(problem, placement)
     if not channels_last and (nhwc := forward.nhwc_launch(shape, dtype, alignment)):
