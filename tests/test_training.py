@@ -538,9 +538,10 @@ def test_the_grouped_reductions_match_float64_and_the_single_element_ones(key, s
 
 
 def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_shapes_they_cannot_read():
-    """GROUPS plans are autotuner candidates (not the rule's) for NCHW rows shorter than GROUP_ROW_BYTES, 16-byte
-    aligned: a CTA per group of COLS channels; never for channels_last, longer rows or lesser alignment. Forced
-    where no group fits, the kernel's precondition refuses before any launch, naming the mode."""
+    """GROUPS plans are autotuner candidates for NCHW rows shorter than GROUP_ROW_BYTES, 16-byte aligned: a CTA per
+    group of COLS channels; never for channels_last, longer rows or lesser alignment. The rule takes them over the
+    one-launch kernels where no pack divides the rows, from GROUPS_RULE_BYTES of x on. Forced where no group fits,
+    the kernel's precondition refuses before any launch, naming the mode."""
     import ml_dtypes
 
     from rust_kernels.families.batch_norm import training
@@ -551,7 +552,16 @@ def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_s
 
     shape = (128, 2048, 7, 7)
     assert training.GROUPS in modes(shape, "bf16") and training.group_width(shape, "bf16") == 32
-    assert training.plan("forward", shape, "bf16", "f32", 16, 132, False).kernel.vectorized != training.GROUPS
+
+    def rule(which, shape, dtype="bf16"):
+        return training.plan(which, shape, dtype, "f32", 16, 132, False).kernel
+
+    assert rule("forward", shape).vectorized == rule("backward", shape).vectorized == training.GROUPS
+    assert rule("forward", (128, 440, 7, 7)).vectorized == training.GROUPS  # 5.5 MB of x
+    assert rule("forward", (128, 320, 7, 7)).name == "batch_norm_2d_fused_forward"  # 4.0 MB
+    assert rule("backward", (128, 544, 7, 7)).vectorized == training.GROUPS  # 6.8 MB
+    assert rule("backward", (128, 512, 7, 7)).name == "batch_norm_2d_fused_backward"  # 6.4 MB
+    assert rule("forward", (128, 1024, 14, 14)).vectorized != training.GROUPS  # 16-byte packs divide the rows
     stats = training.forward(shape, "bf16", "f32", training.GROUPS, False, 132, split=4)
     assert stats.grid == (64, 4, 1) and dict(stats.values)["COLS"] == 32
     # The elementwise launch beside them streams in the rule's packs (GROUPS is the reductions' only).

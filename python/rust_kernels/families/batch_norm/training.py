@@ -127,6 +127,12 @@ FLAT = 3  # the NCHW elementwise kernels' VECTORIZED mode: 16-byte packs over th
 # 7x7 and 3x3 rows of large tensors (forward 1.18-1.32x) and lost on 14x14 and 28x28 rows (0.46-0.77x).
 GROUPS = 4
 GROUP_ROW_BYTES = 128
+# ... and the rule's, from these bytes of x on, where a pack fits no row (7x7: the one-launch kernels, where the rule
+# would take them, then read 2-byte elements one at a time) but 16-byte packs fit groups of channels. From the shipped
+# H200 table's timings (docs/results/h100-2026-12-07-cl-coefs/groups_rule.txt, training bf16 7x7 at B = 128): the
+# forward 1.26-2.40x faster than the one-launch kernel from 5.5 MB of x (1.03x at 4 MB), the backward 1.11-1.78x from
+# 6.8 MB (0.98x at 6.4 MB).
+GROUPS_RULE_BYTES = {"forward": 5 << 20, "backward": 13 << 19}
 # The one-launch kernels where a channel's activations take at most this many bytes (scaled down by C / SMs where the
 # channels do not fill the GPU: each CTA then streams more of the tensor): L2 keeps them for the second read, and one
 # CTA's threads keep enough loads in flight. Their CTA: the largest of FUSED_BLOCKS giving each thread 4 units (small
@@ -622,11 +628,21 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
     if blocks and not channels_last and (held := block_rule(shape)):
         return block(which, shape, dtype, param, *held, activation)
     size = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
-    if size:
-        return fused(which, shape, dtype, param, vectorized, size, activation)
     build = forward if which == "forward" else backward
     packs = elementwise_mode(shape, dtype, alignment, channels_last)
+    if size and groups_rule(which, shape, dtype, alignment, vectorized):
+        return build(shape, dtype, param, GROUPS, False, sms, activation=activation, packs=packs)
+    if size:
+        return fused(which, shape, dtype, param, vectorized, size, activation)
     return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation, packs=packs)
+
+
+def groups_rule(which: str, shape: common.Shape4, dtype: str, alignment: int, vectorized: int) -> bool:
+    """Whether the rule takes the GROUPS reductions over the NCHW one-launch kernels (GROUPS_RULE_BYTES)."""
+    nbytes = math.prod(shape) * DTYPES[dtype].size
+    row_bytes = shape[2] * shape[3] * DTYPES[dtype].size
+    return (vectorized == 0 and nbytes >= GROUPS_RULE_BYTES[which] and row_bytes < GROUP_ROW_BYTES
+            and groups_fit(shape, dtype, alignment, False))  # fmt: skip
 
 
 @cache
