@@ -10,39 +10,17 @@ import math
 import statistics
 from unittest import mock
 
-import ml_dtypes
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from table_times import STORAGE, candidates_and_times
 
-from rust_kernels import ops, tuning
+from rust_kernels import ops
 from rust_kernels.bench import suite
 from rust_kernels.families.batch_norm import training
-from rust_kernels.runtime import Placement
 
-H200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 60 << 20)
-PLACEMENT = Placement(16, 132)
-STORAGE = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
 # (op, its [B, C, H, W] inputs, scalars by name)
 OPS = [("batch_norm_2d_forward", "x", {"training": True}), ("batch_norm_2d_backward", "dy x", {"training": True}),
        ("batch_norm_2d_act_forward", "x", {"activation": "relu"}),
        ("batch_norm_2d_act_backward", "dy x", {"activation": "relu"})]  # fmt: skip
-
-
-def rule_and_times(op, big, scalars, shape, dtype):
-    """The rule's plan and {plan: µs} of the candidates the table holds for this NCHW key."""
-    _, c, h, w = shape
-    e = np.dtype(STORAGE[dtype]).itemsize
-    x = as_strided(np.zeros(1, STORAGE[dtype]), shape, (c * h * w * e, h * w * e, w * e, e))  # never read
-    arrays = tuple(x if i.name in big.split() else np.zeros(c, np.float32) for i in op.inputs)
-    _, problem = op.problem(arrays, tuple(scalars.get(s.name, s.default) for s in op.scalars), "host")
-    key, names, table = tuning.key(problem, PLACEMENT, H200), {}, tuning.shipped(H200.slug)
-    plans = op.candidates(problem, PLACEMENT)
-    times = {}
-    for plan in plans:
-        entry = table.get(tuning.entry_name(key, plan, "sm_90", names))
-        if entry is not None and entry.us is not None:
-            times[plan] = entry.us
-    return plans[0], times
 
 
 def clear() -> None:
@@ -57,10 +35,10 @@ def main() -> None:
         for shape in suite.shapes("batch_norm_2d"):
             for dtype in STORAGE:
                 clear()
-                now, times = rule_and_times(op, big, scalars, shape, dtype)
+                (now, *_), times = candidates_and_times(op, big, scalars, shape, dtype, False)
                 with mock.patch.dict(training.GROUPS_RULE_BYTES, {"forward": math.inf, "backward": math.inf}):
                     clear()
-                    before, _ = rule_and_times(op, big, scalars, shape, dtype)
+                    (before, *_), _ = candidates_and_times(op, big, scalars, shape, dtype, False)
                 if now == before:
                     continue
                 if now not in times or before not in times:

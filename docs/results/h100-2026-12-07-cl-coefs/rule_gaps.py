@@ -8,17 +8,12 @@ and the worst key. Where the table serves a key the tuner takes its best plan; t
 
 import statistics
 
-import ml_dtypes
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from table_times import STORAGE, candidates_and_times
 
-from rust_kernels import ops, tuning
+from rust_kernels import ops
 from rust_kernels.bench import suite
-from rust_kernels.runtime import Placement
 
-H200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 60 << 20)
-PLACEMENT = Placement(16, 132)
-STORAGE = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
 TRAIN, EVAL, RELU = {"training": True}, {"training": False}, {"activation": "relu"}
 # (op, its [B, C, H, W] inputs, scalars by name, memory formats: channels_last or not)
 CALLS = [("batch_norm_2d_nchw_backward", "dy x", {}, (False,)),
@@ -37,19 +32,8 @@ CALLS = [("batch_norm_2d_nchw_backward", "dy x", {}, (False,)),
 
 def rule_and_best(op, big, scalars, shape, dtype, channels_last):
     """The rule's time and the best candidate's for this key, or None where the table lacks either."""
-    _, c, h, w = shape
-    e = np.dtype(STORAGE[dtype]).itemsize
-    strides = (h * w * c * e, e, w * c * e, c * e) if channels_last else (c * h * w * e, h * w * e, w * e, e)
-    x = as_strided(np.zeros(1, STORAGE[dtype]), shape, strides)  # never read
-    arrays = tuple(x if i.name in big.split() else np.zeros(c, np.float32) for i in op.inputs)
-    _, problem = op.problem(arrays, tuple(scalars.get(s.name, s.default) for s in op.scalars), "host")
-    key, names, table = tuning.key(problem, PLACEMENT, H200), {}, tuning.shipped(H200.slug)
-    times = []
-    for plan in op.candidates(problem, PLACEMENT):
-        entry = table.get(tuning.entry_name(key, plan, "sm_90", names))
-        times.append(entry.us if entry is not None else None)
-    timed = [t for t in times if t]
-    return (times[0], min(timed)) if times[0] and len(timed) > 1 else None
+    plans, times = candidates_and_times(op, big, scalars, shape, dtype, channels_last)
+    return (times[plans[0]], min(times.values())) if plans[0] in times and len(times) > 1 else None
 
 
 def main() -> None:
