@@ -640,9 +640,13 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
 def groups_rule(which: str, shape: common.Shape4, dtype: str, alignment: int, vectorized: int) -> bool:
     """Whether the rule takes the GROUPS reductions over the NCHW one-launch kernels (GROUPS_RULE_BYTES)."""
     nbytes = math.prod(shape) * DTYPES[dtype].size
+    return vectorized == 0 and nbytes >= GROUPS_RULE_BYTES[which] and groups_candidate(shape, dtype, alignment, False)
+
+
+def groups_candidate(shape: common.Shape4, dtype: str, alignment: int, channels_last: bool) -> bool:
+    """Whether the GROUPS reductions are a candidate: rows under GROUP_ROW_BYTES where they can run (groups_fit)."""
     row_bytes = shape[2] * shape[3] * DTYPES[dtype].size
-    return (vectorized == 0 and nbytes >= GROUPS_RULE_BYTES[which] and row_bytes < GROUP_ROW_BYTES
-            and groups_fit(shape, dtype, alignment, False))  # fmt: skip
+    return row_bytes < GROUP_ROW_BYTES and groups_fit(shape, dtype, alignment, channels_last)
 
 
 @cache
@@ -683,8 +687,7 @@ def around(build: Any, shape: common.Shape4, dtype: str, param: str, alignment: 
     # not the rule's (on the H200 it won on bf16 shapes of 20 MB or more and lost on f32 and small ones). Where
     # groups of channels fit and rows are short, they read whole groups' rows (GROUPS): a candidate too.
     modes = (vectorized, FLAT) if packs == FLAT else (vectorized,)
-    row_bytes = shape[2] * shape[3] * DTYPES[dtype].size
-    if row_bytes < GROUP_ROW_BYTES and groups_fit(shape, dtype, alignment, channels_last):
+    if groups_candidate(shape, dtype, alignment, channels_last):
         modes += (GROUPS,)
     return [build(shape, dtype, param, mode, channels_last, sms, s, c, activation, packs=packs)
             for mode in modes for s in splits_around(shape, dtype, mode, channels_last, sms)
