@@ -537,11 +537,35 @@ def test_the_grouped_reductions_match_float64_and_the_single_element_ones(key, s
     _check_reduction_mode(training.GROUPS, key, shape, activation, (1, 2, 3))
 
 
+@pytest.mark.parametrize("activation", [0, 1])
+def test_the_backward_rule_reads_16_bit_rows_no_pack_divides_in_masked_packs_from_5_mib(activation):
+    """From FLAT_RULE_BYTES of 16-bit NCHW x whose rows no pack divides (7x7, 17x17, 35x35), the backward rule's
+    reductions read dy and x in masked 16-byte packs (FLAT) at their own split, beside the FLAT elementwise launch:
+    over the one-launch kernels, the grouped reductions and the element-at-a-time ones alike. Not below it, not for
+    f32, rows a pack divides or 8-byte alignment, and never in the forward."""
+    from rust_kernels.families.batch_norm import training
+
+    def rule(which, shape, dtype="bf16", alignment=16):
+        return training.plan(which, shape, dtype, "f32", alignment, 132, False, activation)
+
+    for shape in [(128, 440, 7, 7), (128, 2048, 7, 7), (128, 160, 17, 17), (128, 64, 35, 35), (128, 2048, 9, 9)]:
+        plan = rule("backward", shape)  # 5.3 to 40.5 MiB of x
+        assert [launch.kernel.vectorized for launch in plan.launches] == [training.FLAT, training.FLAT]
+        assert plan.launches[0].kernel.name.startswith("batch_norm_2d_backward_reduce")
+        assert dict(plan.values)["SPLIT"] == training.geometry(shape, "bf16", training.FLAT, False, 132)[1]
+        assert rule("backward", shape, "f16").kernel.vectorized == training.FLAT
+        assert rule("forward", shape).kernel.vectorized != training.FLAT
+        assert rule("backward", shape, "f32").kernel.vectorized != training.FLAT
+        assert rule("backward", shape, alignment=8).kernel.vectorized != training.FLAT
+    assert rule("backward", (128, 320, 7, 7)).kernel.name.startswith("batch_norm_2d_fused_backward")  # 3.7 MiB
+    assert rule("backward", (128, 1024, 14, 14)).kernel.vectorized == 2  # 8-byte packs divide the rows
+
+
 def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_shapes_they_cannot_read():
     """GROUPS plans are autotuner candidates for NCHW rows shorter than GROUP_ROW_BYTES, 16-byte aligned: a CTA per
-    group of COLS channels; never for channels_last, longer rows or lesser alignment. The rule takes them over the
-    one-launch kernels where no pack divides the rows, from GROUPS_RULE_BYTES of x on. Forced where no group fits,
-    the kernel's precondition refuses before any launch, naming the mode."""
+    group of COLS channels; never for channels_last, longer rows or lesser alignment. The forward rule takes them over
+    the one-launch kernels where no pack divides the rows, from GROUPS_RULE_BYTES of x on (the backward's takes FLAT
+    there). Forced where no group fits, the kernel's precondition refuses before any launch, naming the mode."""
     import ml_dtypes
 
     from rust_kernels.families.batch_norm import training
@@ -556,11 +580,9 @@ def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_s
     def rule(which, shape, dtype="bf16"):
         return training.plan(which, shape, dtype, "f32", 16, 132, False).kernel
 
-    assert rule("forward", shape).vectorized == rule("backward", shape).vectorized == training.GROUPS
+    assert rule("forward", shape).vectorized == training.GROUPS
     assert rule("forward", (128, 440, 7, 7)).vectorized == training.GROUPS  # 5.5 MB of x
     assert rule("forward", (128, 320, 7, 7)).name == "batch_norm_2d_fused_forward"  # 4.0 MB
-    assert rule("backward", (128, 544, 7, 7)).vectorized == training.GROUPS  # 6.8 MB
-    assert rule("backward", (128, 512, 7, 7)).name == "batch_norm_2d_fused_backward"  # 6.4 MB
     assert rule("forward", (128, 1024, 14, 14)).vectorized != training.GROUPS  # 16-byte packs divide the rows
     stats = training.forward(shape, "bf16", "f32", training.GROUPS, False, 132, split=4)
     assert stats.grid == (64, 4, 1) and dict(stats.values)["COLS"] == 32

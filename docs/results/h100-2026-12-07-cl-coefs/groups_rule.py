@@ -1,9 +1,12 @@
 """The training rule's GROUPS reductions over the NCHW one-launch kernels (training.groups_rule: 16-bit rows that no
 pack divides, from training.GROUPS_RULE_BYTES of x on) against the rule without them, on the H200, from the shipped
-table: every suite key of the training ops (NCHW, f32 and bf16 with f32 parameters, with and without a fused ReLU)
-whose rule changed, both plans' times and the best candidate's. Needs no GPU.
+table: every suite key of the training forward ops (NCHW, f32 and bf16 with f32 parameters, with and without a fused
+ReLU) whose rule changed, both plans' times and the best candidate's; or, with --table, the times of a `tune
+--export` file (measured on the GPU it names). Needs no GPU. groups_rule.txt, written at e30f7fb, also has the
+backward ops, whose rule took GROUPS from 6.5 MiB until the FLAT rule replaced it
+(../h100-2026-12-07-rules/flat_rule.py).
 
-    python groups_rule.py
+    python groups_rule.py [--table EXPORT]
 """
 
 import math
@@ -11,24 +14,18 @@ import statistics
 from unittest import mock
 
 import numpy as np
-from table_times import STORAGE, candidates_and_times
+from table_times import STORAGE, candidates_and_times, clear, table_argument
 
 from rust_kernels import ops
 from rust_kernels.bench import suite
 from rust_kernels.families.batch_norm import training
 
 # (op, its [B, C, H, W] inputs, scalars by name)
-OPS = [("batch_norm_2d_forward", "x", {"training": True}), ("batch_norm_2d_backward", "dy x", {"training": True}),
-       ("batch_norm_2d_act_forward", "x", {"activation": "relu"}),
-       ("batch_norm_2d_act_backward", "dy x", {"activation": "relu"})]  # fmt: skip
-
-
-def clear() -> None:
-    training.plan.cache_clear()
-    training._candidates.cache_clear()
+OPS = [("batch_norm_2d_forward", "x", {"training": True}), ("batch_norm_2d_act_forward", "x", {"activation": "relu"})]
 
 
 def main() -> None:
+    table_argument(__doc__)
     for name, big, scalars in OPS:
         op = getattr(ops, name).op
         gains, lines, missing = [], [], 0
@@ -36,7 +33,7 @@ def main() -> None:
             for dtype in STORAGE:
                 clear()
                 (now, *_), times = candidates_and_times(op, big, scalars, shape, dtype, False)
-                with mock.patch.dict(training.GROUPS_RULE_BYTES, {"forward": math.inf, "backward": math.inf}):
+                with mock.patch.object(training, "GROUPS_RULE_BYTES", math.inf):
                     clear()
                     (before, *_), _ = candidates_and_times(op, big, scalars, shape, dtype, False)
                 if now == before:

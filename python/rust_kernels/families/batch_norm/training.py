@@ -127,12 +127,18 @@ FLAT = 3  # the NCHW elementwise kernels' VECTORIZED mode: 16-byte packs over th
 # 7x7 and 3x3 rows of large tensors (forward 1.18-1.32x) and lost on 14x14 and 28x28 rows (0.46-0.77x).
 GROUPS = 4
 GROUP_ROW_BYTES = 128
-# ... and the rule's, from these bytes of x on, where a pack fits no row (7x7: the one-launch kernels, where the rule
-# would take them, then read 2-byte elements one at a time) but 16-byte packs fit groups of channels. From the shipped
-# H200 table's timings (docs/results/h100-2026-12-07-cl-coefs/groups_rule.txt, training bf16 7x7 at B = 128): the
-# forward 1.26-2.40x faster than the one-launch kernel from 5.5 MB of x (1.03x at 4 MB), the backward 1.11-1.78x from
-# 6.8 MB (0.98x at 6.4 MB).
-GROUPS_RULE_BYTES = {"forward": 5 << 20, "backward": 13 << 19}
+# ... and the forward rule's, from these bytes of x on, where a pack fits no row (7x7: the one-launch kernels, where
+# the rule would take them, then read 2-byte elements one at a time) but 16-byte packs fit groups of channels. From
+# the shipped H200 table's timings (docs/results/h100-2026-12-07-cl-coefs/groups_rule.txt, training bf16 7x7 at
+# B = 128): 1.26-2.40x faster than the one-launch kernel from 5.5 MB of x (1.03x at 4 MB); on an H100 1.25-2.20x
+# (docs/results/h100-2026-12-07-rules/).
+GROUPS_RULE_BYTES = 5 << 20
+# The backward rule's masked-pack reductions (FLAT, at their own split) from these bytes of 16-bit x on, where the
+# elementwise launch takes FLAT (no pack divides H*W): dy and x both read in 16-byte packs. From the shipped H200
+# table (docs/results/h100-2026-12-07-rules/flat_rule.txt, the suite's bf16 keys from 5 MiB): 1.16x faster than the
+# rule's plan before at the median (44 keys, 0.94-1.76x; with ReLU fused 1.18x), the grouped reductions included
+# (1.09x); on an H100 (22 bf16 7x7 shapes at B = 128) 1.00-1.39x. The forward's statistics gain nothing so (0.57-1.0x).
+FLAT_RULE_BYTES = 5 << 20
 # The one-launch kernels where a channel's activations take at most this many bytes (scaled down by C / SMs where the
 # channels do not fill the GPU: each CTA then streams more of the tensor): L2 keeps them for the second read, and one
 # CTA's threads keep enough loads in flight. Their CTA: the largest of FUSED_BLOCKS giving each thread 4 units (small
@@ -630,17 +636,26 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
     size = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
     build = forward if which == "forward" else backward
     packs = elementwise_mode(shape, dtype, alignment, channels_last)
-    if size and groups_rule(which, shape, dtype, alignment, vectorized):
-        return build(shape, dtype, param, GROUPS, False, sms, activation=activation, packs=packs)
+    if which == "backward" and flat_rule(shape, dtype, packs):
+        return backward(shape, dtype, param, FLAT, False, sms, activation=activation, packs=packs)
+    if size and which == "forward" and groups_rule(shape, dtype, alignment, vectorized):
+        return forward(shape, dtype, param, GROUPS, False, sms, activation=activation, packs=packs)
     if size:
         return fused(which, shape, dtype, param, vectorized, size, activation)
     return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation, packs=packs)
 
 
-def groups_rule(which: str, shape: common.Shape4, dtype: str, alignment: int, vectorized: int) -> bool:
-    """Whether the rule takes the GROUPS reductions over the NCHW one-launch kernels (GROUPS_RULE_BYTES)."""
+def groups_rule(shape: common.Shape4, dtype: str, alignment: int, vectorized: int) -> bool:
+    """Whether the forward rule takes the GROUPS reductions over the NCHW one-launch kernels (GROUPS_RULE_BYTES)."""
     nbytes = math.prod(shape) * DTYPES[dtype].size
-    return vectorized == 0 and nbytes >= GROUPS_RULE_BYTES[which] and groups_candidate(shape, dtype, alignment, False)
+    return vectorized == 0 and nbytes >= GROUPS_RULE_BYTES and groups_candidate(shape, dtype, alignment, False)
+
+
+def flat_rule(shape: common.Shape4, dtype: str, packs: int) -> bool:
+    """Whether the backward rule takes the FLAT reductions: 16-bit NCHW x of FLAT_RULE_BYTES or more whose
+    elementwise launch takes FLAT (`packs`). Where the grouped reductions would run they would run here too."""
+    size = DTYPES[dtype].size
+    return packs == FLAT and size == 2 and math.prod(shape) * size >= FLAT_RULE_BYTES
 
 
 def groups_candidate(shape: common.Shape4, dtype: str, alignment: int, channels_last: bool) -> bool:
