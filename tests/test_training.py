@@ -557,8 +557,26 @@ def test_the_backward_rule_reads_16_bit_rows_no_pack_divides_in_masked_packs_fro
         assert rule("forward", shape).kernel.vectorized != training.FLAT
         assert rule("backward", shape, "f32").kernel.vectorized != training.FLAT
         assert rule("backward", shape, alignment=8).kernel.vectorized != training.FLAT
-    assert rule("backward", (128, 320, 7, 7)).kernel.name.startswith("batch_norm_2d_fused_backward")  # 3.7 MiB
     assert rule("backward", (128, 1024, 14, 14)).kernel.vectorized == 2  # 8-byte packs divide the rows
+
+
+@pytest.mark.parametrize("which", ["forward", "backward"])
+def test_the_rule_leaves_the_one_launch_kernels_for_16_bit_rows_no_pack_divides_from_2_5_mib(which):
+    """The one-launch kernels read 16-bit rows that no pack divides one element at a time: from FUSED_UNPACKED_BYTES
+    of x the rule takes the two-launch plan there (the elementwise launch in FLAT packs), where it took them before;
+    below it, for f32 and for rows a pack divides, it keeps them."""
+    from rust_kernels.families.batch_norm import training
+
+    def rule(shape, dtype="bf16"):
+        return training.plan(which, shape, dtype, "f32", 16, 132, False)
+
+    fused = f"batch_norm_2d_fused_{which}"
+    for shape in [(32, 160, 17, 17), (128, 320, 7, 7)]:  # 2.8 and 3.8 MiB
+        plan = rule(shape)
+        assert [launch.kernel.vectorized for launch in plan.launches] == [0, training.FLAT]
+        assert rule(shape, "f32").kernel.name == fused
+    assert rule((32, 128, 17, 17)).kernel.name == fused  # 2.3 MiB
+    assert rule((32, 160, 16, 16)).kernel.name == fused  # packs divide the rows
 
 
 def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_shapes_they_cannot_read():
@@ -582,7 +600,7 @@ def test_the_grouped_reductions_are_candidates_where_rows_are_short_and_refuse_s
 
     assert rule("forward", shape).vectorized == training.GROUPS
     assert rule("forward", (128, 440, 7, 7)).vectorized == training.GROUPS  # 5.5 MB of x
-    assert rule("forward", (128, 320, 7, 7)).name == "batch_norm_2d_fused_forward"  # 4.0 MB
+    assert rule("forward", (128, 192, 7, 7)).name == "batch_norm_2d_fused_forward"  # 2.4 MB
     assert rule("forward", (128, 1024, 14, 14)).vectorized != training.GROUPS  # 16-byte packs divide the rows
     stats = training.forward(shape, "bf16", "f32", training.GROUPS, False, 132, split=4)
     assert stats.grid == (64, 4, 1) and dict(stats.values)["COLS"] == 32

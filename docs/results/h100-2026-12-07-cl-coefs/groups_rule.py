@@ -4,7 +4,7 @@ table: every suite key of the training forward ops (NCHW, f32 and bf16 with f32 
 ReLU) whose rule changed, both plans' times and the best candidate's; or, with --table, the times of a `tune
 --export` file (measured on the GPU it names). Needs no GPU. groups_rule.txt, written at e30f7fb, also has the
 backward ops, whose rule took GROUPS from 6.5 MiB until the FLAT rule replaced it
-(../h100-2026-12-07-rules/flat_rule.py).
+(../h100-2026-12-07-rules/rule_changes.py). Both sides leave out FUSED_UNPACKED_BYTES, which came after.
 
     python groups_rule.py [--table EXPORT]
 """
@@ -31,11 +31,12 @@ def main() -> None:
         gains, lines, missing = [], [], 0
         for shape in suite.shapes("batch_norm_2d"):
             for dtype in STORAGE:
-                clear()
-                (now, *_), times = candidates_and_times(op, big, scalars, shape, dtype, False)
-                with mock.patch.object(training, "GROUPS_RULE_BYTES", math.inf):
+                with mock.patch.object(training, "FUSED_UNPACKED_BYTES", math.inf):  # the rule of e30f7fb
                     clear()
-                    (before, *_), _ = candidates_and_times(op, big, scalars, shape, dtype, False)
+                    (now, *_), times = candidates_and_times(op, big, scalars, shape, dtype, False)
+                    with mock.patch.object(training, "GROUPS_RULE_BYTES", math.inf):
+                        clear()
+                        (before, *_), _ = candidates_and_times(op, big, scalars, shape, dtype, False)
                 if now == before:
                     continue
                 if now not in times or before not in times:

@@ -133,12 +133,19 @@ GROUP_ROW_BYTES = 128
 # B = 128): 1.26-2.40x faster than the one-launch kernel from 5.5 MB of x (1.03x at 4 MB); on an H100 1.25-2.20x
 # (docs/results/h100-2026-12-07-rules/).
 GROUPS_RULE_BYTES = 5 << 20
-# The backward rule's masked-pack reductions (FLAT, at their own split) from these bytes of 16-bit x on, where the
-# elementwise launch takes FLAT (no pack divides H*W): dy and x both read in 16-byte packs. From the shipped H200
-# table (docs/results/h100-2026-12-07-rules/flat_rule.txt, the suite's bf16 keys from 5 MiB): 1.16x faster than the
-# rule's plan before at the median (44 keys, 0.94-1.76x; with ReLU fused 1.18x), the grouped reductions included
-# (1.09x); on an H100 (22 bf16 7x7 shapes at B = 128) 1.00-1.39x. The forward's statistics gain nothing so (0.57-1.0x).
+# The backward rule's masked-pack reductions (FLAT, at their own split; unpacked_rows) from these bytes of 16-bit x
+# on, where the elementwise launch takes FLAT (no pack divides H*W): dy and x both read in 16-byte packs. From the
+# shipped H200 table (docs/results/h100-2026-12-07-rules/rule_changes.txt, the suite's 44 bf16 keys from 5 MiB): 1.16x
+# faster than the rule's plan before at the median (0.94-1.76x; with ReLU fused 1.18x), the grouped reductions
+# included (1.09x); on an H100 (22 bf16 7x7 shapes at B = 128) 1.00-1.39x. The forward's statistics gain nothing so
+# (0.57-1.0x).
 FLAT_RULE_BYTES = 5 << 20
+# The one-launch kernels read 16-bit rows that no pack divides one element at a time, where the two-launch plans'
+# elementwise launch takes FLAT: the rule leaves them from these bytes of x on. From the shipped H200 table
+# (docs/results/h100-2026-12-07-rules/rule_changes.txt: bf16 7x7, 9x9 and 17x17 rows): the two-launch plans 1.08-1.27x
+# faster from 2.8 to 3.8 MiB and 1.47-2.07x at 6.8 and 40.5 MiB; up to 2.3 MiB the one-launch kernels as fast or up
+# to 1.6x faster. On an H100 (the same five shapes, both directions, with and without ReLU) 1.10-1.96x.
+FUSED_UNPACKED_BYTES = 5 << 19
 # The one-launch kernels where a channel's activations take at most this many bytes (scaled down by C / SMs where the
 # channels do not fill the GPU: each CTA then streams more of the tensor): L2 keeps them for the second read, and one
 # CTA's threads keep enough loads in flight. Their CTA: the largest of FUSED_BLOCKS giving each thread 4 units (small
@@ -636,11 +643,11 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
     size = None if channels_last else fused_rule(shape, dtype, vectorized, sms)
     build = forward if which == "forward" else backward
     packs = elementwise_mode(shape, dtype, alignment, channels_last)
-    if which == "backward" and flat_rule(shape, dtype, packs):
+    if which == "backward" and unpacked_rows(shape, dtype, packs, FLAT_RULE_BYTES):
         return backward(shape, dtype, param, FLAT, False, sms, activation=activation, packs=packs)
     if size and which == "forward" and groups_rule(shape, dtype, alignment, vectorized):
         return forward(shape, dtype, param, GROUPS, False, sms, activation=activation, packs=packs)
-    if size:
+    if size and not unpacked_rows(shape, dtype, packs, FUSED_UNPACKED_BYTES):
         return fused(which, shape, dtype, param, vectorized, size, activation)
     return build(shape, dtype, param, vectorized, channels_last, sms, activation=activation, packs=packs)
 
@@ -651,11 +658,12 @@ def groups_rule(shape: common.Shape4, dtype: str, alignment: int, vectorized: in
     return vectorized == 0 and nbytes >= GROUPS_RULE_BYTES and groups_candidate(shape, dtype, alignment, False)
 
 
-def flat_rule(shape: common.Shape4, dtype: str, packs: int) -> bool:
-    """Whether the backward rule takes the FLAT reductions: 16-bit NCHW x of FLAT_RULE_BYTES or more whose
-    elementwise launch takes FLAT (`packs`). Where the grouped reductions would run they would run here too."""
+def unpacked_rows(shape: common.Shape4, dtype: str, packs: int, least: int) -> bool:
+    """Whether x is 16-bit, `least` bytes or more, its elementwise launch in FLAT (`packs`: rows no pack divides):
+    where the backward rule takes the FLAT reductions (FLAT_RULE_BYTES; wherever the grouped reductions could run,
+    so can these) and the rule leaves the one-launch kernels (FUSED_UNPACKED_BYTES)."""
     size = DTYPES[dtype].size
-    return packs == FLAT and size == 2 and math.prod(shape) * size >= FLAT_RULE_BYTES
+    return packs == FLAT and size == 2 and math.prod(shape) * size >= least
 
 
 def groups_candidate(shape: common.Shape4, dtype: str, alignment: int, channels_last: bool) -> bool:

@@ -1,11 +1,11 @@
-"""The training backward rule's masked-pack reductions (training.flat_rule: FLAT reductions from FLAT_RULE_BYTES of
-16-bit NCHW x whose rows no pack divides) against the rule before it (e30f7fb: the one-launch or element-at-a-time
-two-launch plans, and from 6.5 MiB of x the grouped reductions where they fit), from the shipped H200 table's
-timings, or with --table from a `tune --export` file (measured on the GPU it names): every suite key of the NCHW
-training backward, with and without a fused ReLU, whose rule changed, both plans' times and the best candidate's.
-Needs no GPU.
+"""The NCHW training rule's changes of 12-07 (training.unpacked_rows: the backward's masked-pack FLAT reductions from
+FLAT_RULE_BYTES, and no one-launch kernel from FUSED_UNPACKED_BYTES, of 16-bit x whose rows no pack divides) against
+the rule before them (e30f7fb, which took the grouped reductions in the backward from 6.5 MiB of x where they fit),
+from the shipped H200 table's timings, or with --table from a `tune --export` file (measured on the GPU it names):
+every bf16 suite key of the NCHW training forward and backward, with and without a fused ReLU, whose rule changed,
+both plans' times and the best candidate's. Needs no GPU.
 
-    python flat_rule.py [--table EXPORT]
+    python rule_changes.py [--table EXPORT]
 """
 
 import math
@@ -22,16 +22,19 @@ from rust_kernels import ops
 from rust_kernels.bench import suite
 from rust_kernels.families.batch_norm import training
 
-OPS = [("batch_norm_2d_backward", {"training": True}, 0), ("batch_norm_2d_act_backward", {"activation": "relu"}, 1)]
+TRAIN, RELU = {"training": True}, {"activation": "relu"}
+# (op, its [B, C, H, W] inputs, scalars by name, its ACTIVATION)
+OPS = [("batch_norm_2d_forward", "x", TRAIN, 0), ("batch_norm_2d_backward", "dy x", TRAIN, 0),
+       ("batch_norm_2d_act_forward", "x", RELU, 1), ("batch_norm_2d_act_backward", "dy x", RELU, 1)]  # fmt: skip
 GROUPS_BACKWARD_BYTES = 13 << 19  # e30f7fb's GROUPS_RULE_BYTES["backward"]
 
 
-def before(op, scalars: dict, shape: tuple[int, ...], activation: int):
-    """e30f7fb's rule for the bf16 backward: today's without the FLAT rule, but the grouped reductions from 6.5 MiB of
-    x where the rule took the one-launch kernels."""
-    with mock.patch.object(training, "FLAT_RULE_BYTES", math.inf):
+def before(op, big: str, scalars: dict, shape: tuple[int, ...], activation: int):
+    """e30f7fb's rule for bf16: today's without the two thresholds, but in the backward the grouped reductions from
+    6.5 MiB of x where the rule took the one-launch kernels."""
+    with mock.patch.multiple(training, FLAT_RULE_BYTES=math.inf, FUSED_UNPACKED_BYTES=math.inf):
         clear()
-        (plan, *_), _ = candidates_and_times(op, "dy x", scalars, shape, "bf16", False)
+        (plan, *_), _ = candidates_and_times(op, big, scalars, shape, "bf16", False)
     clear()
     fused = plan.kernel.name.startswith("batch_norm_2d_fused_backward")
     if fused and math.prod(shape) * 2 >= GROUPS_BACKWARD_BYTES and training.groups_candidate(shape, "bf16", 16, False):
@@ -42,13 +45,13 @@ def before(op, scalars: dict, shape: tuple[int, ...], activation: int):
 
 def main() -> None:
     table_argument(__doc__)
-    for name, scalars, activation in OPS:
+    for name, big, scalars, activation in OPS:
         op = getattr(ops, name).op
         gains, lines, missing = [], [], 0
         for shape in suite.shapes("batch_norm_2d"):
             clear()
-            (now, *_), times = candidates_and_times(op, "dy x", scalars, shape, "bf16", False)
-            old = before(op, scalars, shape, activation)
+            (now, *_), times = candidates_and_times(op, big, scalars, shape, "bf16", False)
+            old = before(op, big, scalars, shape, activation)
             if now.label == old.label:
                 continue
             by_label = {plan.label: us for plan, us in times.items()}
@@ -65,7 +68,8 @@ def main() -> None:
             summary = (f"min {min(gains):.2f}x, median {statistics.median(gains):.2f}x, max {max(gains):.2f}x, "
                        f"{sum(g < 0.97 for g in gains)} slower by more than 3%")  # fmt: skip
         print(f"{name}: the rule changed on {len(gains) + missing} keys ({missing} lack a time); {summary}")
-        print("\n".join(lines))
+        if lines:
+            print("\n".join(lines))
 
 
 if __name__ == "__main__":
