@@ -213,6 +213,31 @@ def test_failing_candidates_are_never_chosen_and_all_failing_gives_the_rule(monk
     assert choose(other, (5, 16, 9, 9)) is None  # the caller then takes the rule's plan
 
 
+def test_a_candidate_whose_kernel_this_machine_lacks_is_dropped_for_the_process_and_tried_again_later(monkeypatch):
+    """A kernel neither prebuilt, cached nor buildable here (KernelUnavailable, as time_plans names it) drops its
+    candidate in this process without a cache entry: another process, with the kernel built or carried, times it."""
+    from rust_kernels.errors import KernelUnavailable
+
+    candidates = plans()
+    fastest = candidates[1].label
+    lacking = KernelUnavailable(f"{fastest}: no valid entry in the cache and cannot be built here")
+
+    class Lacking(Timer):
+        def __call__(self, plans, launch, stream, info):  # time_plans's reason for a launch that raised
+            out = super().__call__(plans, launch, stream, info)
+            why = (None, f"{type(lacking).__name__}: {lacking}")
+            return [why if p.label == fastest else r for p, r in zip(plans, out, strict=True)]
+
+    monkeypatch.setattr(tuning, "time_plans", Lacking({fastest: 0.1}))
+    assert choose(candidates) != candidates[1]
+    assert len(tuning.entries(GPU)) == len(candidates) - 1  # every other candidate's entry, not the lacking one's
+    timer = Timer({fastest: 0.1})
+    monkeypatch.setattr(tuning, "time_plans", timer)
+    assert choose(candidates) != candidates[1] and timer.timed == []  # this process: decided
+    tuning.forget()  # a later process
+    assert choose(candidates) == candidates[1] and timer.timed == [fastest]
+
+
 def test_keys_differ_by_shape_dtype_alignment_and_gpu_and_entries_by_kernel_source():
     place = Placement(16, GPU.sms)
     base = tuning.key(problem(), place, GPU)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rust_kernels import barriers, codegen, config, resources
 from rust_kernels import cache as kcache
-from rust_kernels.errors import BuildError, CacheError, ToolchainMissing
+from rust_kernels.errors import BuildError, CacheError, KernelUnavailable, ToolchainMissing
 from rust_kernels.kernels import Kernel
 from rust_kernels.progress import say, step
 from rust_kernels.toolchain import PTXAS_HINT, TARGET, Toolchain, find_ptxas, find_toolchain
@@ -316,7 +316,7 @@ def cached_entry(kernel: Kernel, arch: str | None = None) -> kcache.Entry:
         key = kcache.resolve(source_key(kernel, arch))
         entry = kcache.read_entry(key) if key else None
         if entry is None:
-            raise CacheError(
+            raise KernelUnavailable(
                 f"{kernel.id} ({arch}) has no valid entry in the cache at {kcache.cache_dir()} and cannot be built "
                 f"here: {missing} Build it where Rust is installed (python -m rust_kernels build) and carry the "
                 "cache directory (RUST_KERNELS_CACHE_DIR), or install a wheel with prebuilt kernels."

@@ -34,5 +34,10 @@ class CacheError(RustKernelsError):
     """A cache entry is missing or corrupt and cannot be rebuilt here."""
 
 
+class KernelUnavailable(CacheError):
+    """A kernel is neither prebuilt, nor in the cache, nor buildable here (no toolchain): a fact about this machine
+    now, not about the kernel (the autotuner does not keep it)."""
+
+
 class LaunchError(RustKernelsError):
     """The driver or the host emulator reported an error for a launch."""

@@ -8,7 +8,8 @@ constants, grid values) and its kernels' source keys (builder.source_key), so a 
 adding a candidate times only it. Entries live one per file under `<cache dir>/tuning/<GPU>/` (atomic writes, safe
 under concurrent processes) and, read-only, in the tables the package ships (`tables/<GPU>.json`, measured with
 `python -m rust_kernels tune`). The fastest candidate with an entry wins; candidates that fail or are refused get
-an entry without a time and are never chosen.
+an entry without a time and are never chosen (one whose kernel this machine cannot build or find, KernelUnavailable,
+only for this process: it is tried again once the kernel is there).
 
 Timing: CUDA events around each candidate's launches, the L2 cache flushed before each repetition, repetitions
 interleaved across the candidates, the median kept; on scratch outputs and scratch copies of mutated inputs (the
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from rust_kernels import cache as kcache
 from rust_kernels import config, driver, progress
 from rust_kernels.driver import capturing
+from rust_kernels.errors import KernelUnavailable
 
 if TYPE_CHECKING:  # the runtime imports this module
     from rust_kernels.runtime import Placement, Plan, Problem
@@ -267,7 +269,10 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
             results = time_plans([candidates[i] for i in missing], launcher(timing), timing, info)
         for i, (us, reason) in zip(missing, results, strict=True):
             known[i] = Entry(us, candidates[i].label, tuning_key, reason)
-            store(info, names[i], known[i])
+            if reason.startswith(_UNAVAILABLE):  # this process's only: the kernel may be built or carried later
+                _memory[names[i]] = known[i]
+            else:
+                store(info, names[i], known[i])
     times = [(e.us, i) for i, e in enumerate(known) if e is not None and e.us is not None]
     if not times:
         return None
@@ -279,6 +284,9 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
             rule = known[0]  # None where the rule's plan was left out (newer than the table)
             timed.append(Timed(tuning_key, candidates[0].label, rule and rule.us, winner.label, best_us))
     return winner
+
+
+_UNAVAILABLE = f"{KernelUnavailable.__name__}:"  # how time_plans names a candidate whose kernel this machine lacks
 
 
 # Set in a process a CUDA profiler injects into: Nsight Compute 2025.3 sets the last two (seen on the H200 machine);
