@@ -8,11 +8,15 @@
 # groups_rule.py's --table, and the host cost of the BN + activation eval backward (`bench` on 8x32x8x8); then it
 # stops.
 # On an H200, with the patch applied to the device's copy of the tree: `tune`, exported for
-# scripts/merge_tuning_table.py, of every key the shipped table lacks times for:
+# scripts/merge_tuning_table.py, of:
 #   1. the three channels_last eval forward families over the suite (their kernels' sources changed);
 #   2. the grouped eval backward, the cooperative channels_last training kernels and the packed NCHW eval forward
 #      over their shapes (../h100-2026-12-07-e2e/go3.sh's three runs);
-#   3. the BN + activation eval backward's bf16 keys where the grouped act kernel is new.
+#   3. every candidate again (--force, one interleaved run) of the NCHW eval backward over warp_shapes.txt, where
+#      the rule takes the warp kernel: the shipped table has the split kernel 1.2-1.5x faster at 32x128-992x7x7, an
+#      H100 run of every candidate (../h100-2026-12-07-eval-groups/device_h100/plans.csv) the warp kernel as fast or
+#      faster (32x544-672x7x7, batch 1);
+#   4. the BN + activation eval backward's bf16 keys where the grouped act kernel is new.
 #   bash go.sh [TOTAL_S]
 set -uo pipefail
 total=${1:-570}
@@ -47,6 +51,8 @@ tune tune_groups 25 --op batch_norm_2d_nchw_backward --shapes $res/h100-2026-12-
 tune tune_coop 55 --op batch_norm_2d_training_channels_last batch_norm_2d_training_relu_channels_last \
     batch_norm_2d_training_add_relu_channels_last --shapes $res/h100-2026-12-07-e2e/shapes_coop.txt
 tune tune_eval 50 --op batch_norm_2d_nchw_forward_inference --shapes $res/h100-2026-12-06-cooperative/shapes_eval.txt
+tune tune_warp 40 --op batch_norm_2d_nchw_backward --shapes $repo/docs/results/h100-2026-12-07-rules/warp_shapes.txt \
+    --force
 tune tune_act 100 --op batch_norm_2d_act_eval_backward --shapes $res/h100-2026-12-07-eval-groups/shapes.txt \
     --dtype bf16-f32
 # one archive (the device returns a few files only)
