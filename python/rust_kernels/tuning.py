@@ -56,6 +56,7 @@ TUNE_BUDGET_S = 1.5  # device time per key, all candidates and repetitions toget
 MAX_REPS = 7
 MIN_REPS = 3
 _TABLES = "tables"
+_UNAVAILABLE = f"{KernelUnavailable.__name__}:"  # how time_plans names a candidate whose kernel this machine lacks
 
 
 @dataclass(frozen=True)
@@ -284,9 +285,6 @@ def choose(candidates: Sequence[Plan], problem: Problem, placement: Placement, d
             rule = known[0]  # None where the rule's plan was left out (newer than the table)
             timed.append(Timed(tuning_key, candidates[0].label, rule and rule.us, winner.label, best_us))
     return winner
-
-
-_UNAVAILABLE = f"{KernelUnavailable.__name__}:"  # how time_plans names a candidate whose kernel this machine lacks
 
 
 # Set in a process a CUDA profiler injects into: Nsight Compute 2025.3 sets the last two (seen on the H200 machine);

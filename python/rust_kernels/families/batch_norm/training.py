@@ -706,8 +706,8 @@ def around(build: Any, shape: common.Shape4, dtype: str, param: str, alignment: 
     and grids."""
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     packs = elementwise_mode(shape, dtype, alignment, channels_last)
-    # Where the elementwise launch takes FLAT, the reductions may also read masked packs of the rows: a candidate,
-    # not the rule's (on the H200 it won on bf16 shapes of 20 MB or more and lost on f32 and small ones). Where
+    # Where the elementwise launch takes FLAT, the reductions may also read masked packs of the rows: a candidate
+    # (the backward rule's from FLAT_RULE_BYTES of 16-bit x; they lose on f32, small tensors and the forward). Where
     # groups of channels fit and rows are short, they read whole groups' rows (GROUPS): a candidate too.
     modes = (vectorized, FLAT) if packs == FLAT else (vectorized,)
     if groups_candidate(shape, dtype, alignment, channels_last):
