@@ -68,8 +68,12 @@ def test_the_catalogue_parses():
         "batch_norm_2d_persistent_forward_channels_last_act",
         "batch_norm_2d_warp_backward",
         "batch_norm_2d_warp_backward_act",
+        "batch_norm_2d_warp_backward_channels_last",
+        "batch_norm_2d_warp_backward_channels_last_act",
         "batch_norm_2d_warp_forward",
         "batch_norm_2d_warp_forward_act",
+        "batch_norm_2d_warp_forward_channels_last",
+        "batch_norm_2d_warp_forward_channels_last_act",
     ]
 
 

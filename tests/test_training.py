@@ -213,8 +213,10 @@ def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for
         assert np.array_equal(a, b)
     if not activation:
         assert relative(one[0], reference_forward(x, weight, bias, 0, 1, 0.1)[0]) < 1e-5
-    small = training.plan("forward", shape, "f32", "f32", 16, 132, True, code)
+    small = training.plan("forward", (3, 32, 15, 15), "f32", "f32", 16, 132, True, code)  # past the warp kernels
     assert isinstance(small.kernel, tuple(training.FUSED_COLUMNS.values()))
+    tiny = training.plan("forward", shape, "f32", "f32", 16, 132, True, code)
+    assert isinstance(tiny.kernel, tuple(training.WARP_CHANNELS_LAST.values()))
     large = training.plan("forward", (64, 32, 56, 56), "f32", "f32", 16, 132, True, code)
     assert len(large.launches) == 2
 
@@ -356,20 +358,23 @@ def _host_pair(x, dy, res, weight, bias, activation, forward, backward) -> list[
     return [y, save_mean, save_invstd, mean, var, *grads]
 
 
-def _held_in_registers(key, shape, shift, held):
+def _held_in_registers(key, shape, shift, held, channels_last=False):
     """A one-launch pair holding each channel in registers (`held(direction, activation)`: its plan): y, the saved
     and running statistics, dx, dweight and dbias against float64, within the dtype's tolerance or twice the
-    two-launch plans' own error; with SiLU fused its outputs equal the CTA-a-channel kernels' within a rounding."""
+    two-launch plans' own error; with SiLU fused its outputs equal the CTA-a-channel (channels_last: CTA-a-column)
+    kernels' within a rounding."""
     from rust_kernels.families.batch_norm import training
 
     storage, param = common.split_key(key)
     rng = np.random.default_rng(9)
     x = (rng.standard_normal(shape) + shift).astype(DTYPES[storage].numpy_dtype())
     dy = rng.standard_normal(shape).astype(x.dtype)
+    if channels_last:  # NHWC buffers viewed as NCHW
+        x, dy = (np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2) for a in (x, dy))
     weight = rng.uniform(0.5, 1.5, shape[1]).astype(DTYPES[param].numpy_dtype())
     bias = rng.standard_normal(shape[1]).astype(weight.dtype)
     ours = _host_pair(x, dy, None, weight, bias, None, held("forward", 0), held("backward", 0))
-    two = {w: getattr(training, w)(shape, storage, param, 0, False, 1) for w in ("forward", "backward")}
+    two = {w: getattr(training, w)(shape, storage, param, 0, channels_last, 1) for w in ("forward", "backward")}
     rule = _host_pair(x, dy, None, weight, bias, None, two["forward"], two["backward"])
     y, mean, invstd, running_mean, running_var = reference_forward(x, weight, bias, 0, 1, 0.1)
     dx, dweight, dbias = reference_backward(dy, x, weight, ours[1], ours[2])
@@ -380,7 +385,8 @@ def _held_in_registers(key, shape, shift, held):
         tolerance = rounded if got.dtype == x.dtype else accumulated
         assert relative(got, want) < max(tolerance, 2 * relative(other, want))
     silu = training.ACTIVATIONS["silu"]
-    one = {w: training.fused(w, shape, storage, param, 0, 128, silu) for w in ("forward", "backward")}
+    one = {w: training.fused_columns(w, shape, storage, param, 0, 128, 1, silu) if channels_last
+           else training.fused(w, shape, storage, param, 0, 128, silu) for w in ("forward", "backward")}  # fmt: skip
     fused = _host_pair(x, dy, None, weight, bias, "silu", one["forward"], one["backward"])
     for got, want in zip(_host_pair(x, dy, None, weight, bias, "silu", held("forward", silu), held("backward", silu)),
                          fused, strict=True):  # fmt: skip
@@ -407,6 +413,36 @@ def test_the_warp_kernels_match_float64_and_the_two_launch_plans(key, shape, shi
                               ((64, 8, 4, 4), False)):  # fmt: skip
         chosen = training.plan("backward", small, "f32", "f32", 16, 132, False)  # f32 2x2 rows: 16 bytes
         assert isinstance(chosen.kernel, tuple(training.WARP.values())) == rule_takes, small
+
+
+@pytest.mark.parametrize(("key", "shape", "shift"), [("f32", (1, 6, 7, 7), 1e4), ("f64", (3, 5, 4, 4), 1e4),
+                                              ("bf16-f32", (1, 9, 9, 7), 1.0),
+                                              ("f16", (100, 3, 1, 3), 0.0)])  # fmt: skip
+def test_the_channels_last_warp_kernels_match_float64_and_the_two_launch_plans(key, shape, shift):
+    """The channels_last warp kernels (a warp per channel of NHWC arrays, its lanes reading rows at stride C: 48 to
+    512 values), a mean far above the deviation (1e4 and 1) included (_held_in_registers); no candidates past 512
+    values or at H*W = 1 (the column kernels read those rows coalesced); the rule's on small tensors
+    (WARP_CHANNELS_LAST_RULE)."""
+    from rust_kernels.families.batch_norm import training
+
+    storage, param = common.split_key(key)
+    units = training.warp_units(shape, storage, True)
+    assert units is not None and units * 32 >= shape[0] * shape[2] * shape[3]
+    assert training.warp_units((1, 4, 17, 31), "f32", True) is None
+    assert training.warp_units((64, 8, 1, 1), "f16", True) is None
+
+    def held(which, act):
+        return training.warp(which, shape, storage, param, units, act, True)
+
+    _held_in_registers(key, shape, shift, held, True)
+    # The rule's: the forward below 1 MiB of x, the backward below 256 KiB up to 256 values a channel.
+    for which, small, dtype, rule_takes in (("forward", (1, 1024, 14, 14), "f32", True),
+                                            ("forward", (16, 1024, 4, 4), "f32", False),
+                                            ("backward", (1, 256, 14, 14), "f32", True),
+                                            ("backward", (1, 544, 14, 14), "f32", False),
+                                            ("backward", (128, 64, 2, 2), "bf16", False)):  # fmt: skip
+        chosen = training.plan(which, small, dtype, "f32", 16, 132, True)
+        assert isinstance(chosen.kernel, tuple(training.WARP_CHANNELS_LAST.values())) == rule_takes, small
 
 
 @pytest.mark.parametrize(("key", "shape", "shift", "option"), [("f32", (2, 3, 17, 17), 1e4, 0),

@@ -32,7 +32,8 @@ BACKWARD_OUTPUTS = (Output("dx", like="x"), Output("dresidual", like="x"), Outpu
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalizeAddRelu)
 BACKWARD_KERNELS = (BatchNorm2dAddReluMask, BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise,
                     training.FUSED["backward", False], training.FUSED_COLUMNS["backward", False],
-                    training.WARP["backward", False], training.BLOCK["backward", False])  # fmt: skip
+                    training.WARP["backward", False], training.WARP_CHANNELS_LAST["backward", False],
+                    training.BLOCK["backward", False])  # fmt: skip
 
 
 def forward_plan(shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool, sms: int,

@@ -69,8 +69,12 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dPersistentForwardChannelsLastAct,
     BatchNorm2dWarpBackward,
     BatchNorm2dWarpBackwardAct,
+    BatchNorm2dWarpBackwardChannelsLast,
+    BatchNorm2dWarpBackwardChannelsLastAct,
     BatchNorm2dWarpForward,
     BatchNorm2dWarpForwardAct,
+    BatchNorm2dWarpForwardChannelsLast,
+    BatchNorm2dWarpForwardChannelsLastAct,
 )
 from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 
@@ -91,10 +95,14 @@ COOPERATIVE = {("forward", False): BatchNorm2dCooperativeForwardChannelsLast,
                ("backward", True): BatchNorm2dCooperativeBackwardChannelsLastAct}  # fmt: skip
 WARP = {("forward", False): BatchNorm2dWarpForward, ("forward", True): BatchNorm2dWarpForwardAct,
         ("backward", False): BatchNorm2dWarpBackward, ("backward", True): BatchNorm2dWarpBackwardAct}  # fmt: skip
+WARP_CHANNELS_LAST = {("forward", False): BatchNorm2dWarpForwardChannelsLast,
+                      ("forward", True): BatchNorm2dWarpForwardChannelsLastAct,
+                      ("backward", False): BatchNorm2dWarpBackwardChannelsLast,
+                      ("backward", True): BatchNorm2dWarpBackwardChannelsLastAct}  # fmt: skip
 BLOCK = {("forward", False): BatchNorm2dBlockForward, ("forward", True): BatchNorm2dBlockForwardAct,
          ("backward", False): BatchNorm2dBlockBackward, ("backward", True): BatchNorm2dBlockBackwardAct}  # fmt: skip
 ONE_LAUNCH = (*FUSED.items(), *FUSED_COLUMNS.items(), *PERSISTENT.items(), *COOPERATIVE.items(), *WARP.items(),
-              *BLOCK.items())  # fmt: skip
+              *WARP_CHANNELS_LAST.items(), *BLOCK.items())  # fmt: skip
 FORWARD_KERNELS = (BatchNorm2dBatchStats, BatchNorm2dNormalize, BatchNorm2dNormalizeAct,
                    *(k for (which, _), k in ONE_LAUNCH if which == "forward"))  # fmt: skip
 BACKWARD_KERNELS = (BatchNorm2dBackwardReduce, BatchNorm2dBackwardElementwise, BatchNorm2dBackwardReduceAct,
@@ -197,6 +205,14 @@ MIN_FUSED_ROW_BYTES = 32
 WARP_RULE_VALUES = 64
 WARP_VALUES = 256
 WARP_ROWS_VALUES = 512
+# The channels_last warp kernels (a lane's values at stride C, uncoalesced; no barriers): the rule's, by direction,
+# for channels of at most these many values (B * H * W) in x of under these many bytes. Measured on an H100 against
+# every other candidate (docs/results/h100-2026-12-07-cl-warp/: 30 shapes of 49 to 512 values a channel, plain and
+# ReLU, f32 and bf16): the forward 1.00-1.66x the best other plan's speed (median 1.28x) below 1 MiB of x, 0.85-0.89x
+# at 1 MiB (16x1024x4x4 f32); the backward, reading dy and x so, 1.00-1.51x below 256 KiB at up to 256 values a
+# channel, 0.76-1.05x from 256 KiB, 0.91-0.95x (f32) at 289 to 512 values. Past them the column kernels' coalesced
+# reads win.
+WARP_CHANNELS_LAST_RULE = {"forward": (WARP_ROWS_VALUES, 1 << 20), "backward": (WARP_VALUES, 256 << 10)}
 # The block kernels (a CTA per NCHW channel, held in registers: x, or dy and x, read once; two barriers forward, one
 # backward): autotuner candidates for channels of more than BLOCK_MIN_VALUES up to BLOCK_VALUES values, at each CTA
 # size of BLOCK_SIZES with the fewest values a thread (2 to 16) that hold the channel. BLOCK_VALUES: a CTA's registers
@@ -390,22 +406,33 @@ def fused(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: 
     return Plan(kernel, (shape[1], 1, 1), (), () if which == "forward" else (sums(shape, dtype),))
 
 
-def warp(which: str, shape: common.Shape4, dtype: str, param: str, units: int, activation: int = 0) -> Plan:
-    """The one-launch forward or backward (NCHW) of a warp per channel, `units` values a lane in registers (grid
-    [ceil(C / 4)]: 4 warps a CTA)."""
-    kernel = WARP[which, bool(activation)](units, *_activation(activation), dtype=dtype, param_dtype=param)
+def warp(which: str, shape: common.Shape4, dtype: str, param: str, units: int, activation: int = 0,
+         channels_last: bool = False) -> Plan:  # fmt: skip
+    """The one-launch forward or backward of a warp per channel (NCHW, or channels_last's kernels), `units` values a
+    lane in registers (grid [ceil(C / 4)]: 4 warps a CTA)."""
+    kinds, layout = (WARP_CHANNELS_LAST, (1,)) if channels_last else (WARP, ())  # their CHANNELS_LAST const: 1
+    kernel = kinds[which, bool(activation)](units, *layout, *_activation(activation), dtype=dtype, param_dtype=param)
     return Plan(kernel, (-(-shape[1] // 4), 1, 1))
 
 
-def warp_units(shape: common.Shape4, dtype: str) -> int | None:
-    """The warp kernels' fewest values a lane (a power of two from 2) that hold an NCHW channel where they are
-    candidates (WARP_VALUES, WARP_ROWS_VALUES), else None (also at H*W = 1, whose channels_last kernels read its rows
-    coalesced)."""
+def warp_units(shape: common.Shape4, dtype: str, channels_last: bool = False) -> int | None:
+    """The warp kernels' fewest values a lane (a power of two from 2) that hold a channel where they are candidates
+    (NCHW: WARP_VALUES, WARP_ROWS_VALUES where rows are too short for the one-launch kernels; channels_last, whose
+    lanes read a value at stride C: WARP_ROWS_VALUES), else None (also at H*W = 1, whose channels_last column kernels
+    read its rows coalesced)."""
     values = shape[0] * shape[2] * shape[3]
-    most = WARP_VALUES if fusable(shape, dtype) else WARP_ROWS_VALUES
+    most = WARP_VALUES if fusable(shape, dtype) and not channels_last else WARP_ROWS_VALUES
     if common.both_layouts(shape) or not 0 < values <= most:
         return None
     return fewest_units(values, 32)
+
+
+def warp_channels_last_rule(which: str, shape: common.Shape4, dtype: str) -> int | None:
+    """The channels_last warp kernels' values a lane where the rule takes them (WARP_CHANNELS_LAST_RULE), else
+    None."""
+    values, below = WARP_CHANNELS_LAST_RULE[which]
+    small = shape[0] * shape[2] * shape[3] <= values and math.prod(shape) * DTYPES[dtype].size < below
+    return warp_units(shape, dtype, True) if small else None
 
 
 def fewest_units(values: int, threads: int) -> int:
@@ -630,6 +657,8 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
         nhwc = vector_mode(shape, dtype, alignment, True)
         if columns_rule(shape, dtype, nhwc, sms) or common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
             channels_last, vectorized = True, nhwc
+    if channels_last and (units := warp_channels_last_rule(which, shape, dtype)):
+        return warp(which, shape, dtype, param, units, activation, True)
     if channels_last and (rule := columns_rule(shape, dtype, vectorized, sms)):
         return fused_columns(which, shape, dtype, param, vectorized, *rule, activation)
     if cooperative_on and channels_last and not common.both_layouts(shape) and \
@@ -683,8 +712,8 @@ def _candidates(which: str, shape: common.Shape4, dtype: str, param: str, alignm
     vectorized = vector_mode(shape, dtype, alignment, channels_last)
     if not channels_last and fused_fits(shape, dtype, sms, scale=4):
         out += [fused(which, shape, dtype, param, vectorized, size, activation) for size in FUSED_BLOCKS]
-    if not channels_last and (units := warp_units(shape, dtype)):
-        out.append(warp(which, shape, dtype, param, units, activation))
+    if units := warp_units(shape, dtype, channels_last):
+        out.append(warp(which, shape, dtype, param, units, activation, channels_last))
     if blocks and not channels_last:
         out += [block(which, shape, dtype, param, threads, units, activation)
                 for threads, units in block_options(shape)]  # fmt: skip

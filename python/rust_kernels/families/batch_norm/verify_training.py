@@ -144,7 +144,7 @@ class _Training(Family):
         """Both layouts, every pack their runs allow, the plan's own split and forced ones; where the plans end in
         an `elementwise` launch, with its own grid and with the fewest CTAs, and NCHW's flat packs where no pack
         divides the rows (training.FLAT), NCHW's reductions over groups of channels where they fit (training.GROUPS);
-        the one-launch kernels at each CTA size, and NCHW's warp kernel where a channel fits it
+        the one-launch kernels at each CTA size, and the warp kernels where a channel fits them
         (channels_last: one column of units a CTA and the widest of column_widths; the emulator: one dtype key, the
         others the smallest; channels_last's the smallest CTA only); channels_last's persistent kernels at every
         (units, cols) whose grid is resident (the emulator: one), and its cooperative ones at 1 and 3 slices on the
@@ -175,8 +175,9 @@ class _Training(Family):
         if training.fusable(shape, storage):  # type: ignore[arg-type]
             out += [training.fused(self.which, shape, storage, param, vectorized, block, activation)  # type: ignore[arg-type]
                     for vectorized in packs(shape, storage, False) for block in blocks]  # fmt: skip
-        if units := training.warp_units(shape, storage):  # type: ignore[arg-type]
-            out.append(training.warp(self.which, shape, storage, param, units, activation))  # type: ignore[arg-type]
+        for channels_last in (False, True):
+            if units := training.warp_units(shape, storage, channels_last):  # type: ignore[arg-type]
+                out.append(training.warp(self.which, shape, storage, param, units, activation, channels_last))  # type: ignore[arg-type]
         # The GPU's checks take every block instance holding the channel; the emulator the candidates' smallest CTA.
         options = training.block_options(shape, every=backend == "cuda")  # type: ignore[arg-type]
         out += [training.block(self.which, shape, storage, param, threads, units, activation)  # type: ignore[arg-type]
