@@ -171,6 +171,22 @@ def test_the_rule_takes_one_launch_for_small_channels_last_blocks_however_few_th
     assert len(rule("forward", small, "bf16").launches) == 1
 
 
+def test_the_channels_last_column_rule_takes_one_block_an_sm_in_the_16_bit_backward():
+    """The rule's one-launch channels_last width in the 16-bit backward: the narrowest of its options giving at most
+    one block (CTA) an SM, else the widest (with 8 bf16 channels a unit: 116 units in one wave at width 1, 256 at 2,
+    512 at 4); the forward's and f32's the widest."""
+    from rust_kernels.families.batch_norm import training
+
+    for shape, cols in (((1, 928, 14, 14), 1), ((1, 2048, 14, 14), 2), ((1, 4096, 7, 7), 4)):
+        widths = {c for _, c in training.column_options(shape, "bf16", 1, 132)}
+        assert widths >= {1, 2, 4}
+        assert training.columns_rule("backward", shape, "bf16", 1, 132)[1] == cols, shape
+        assert training.columns_rule("forward", shape, "bf16", 1, 132)[1] == max(widths), shape
+    assert training.columns_rule("backward", (1, 4096, 7, 7), "bf16", 1, 16)[1] == 8  # past one wave: the widest
+    f32 = {c for _, c in training.column_options((1, 512, 14, 14), "f32", 1, 132)}
+    assert len(f32) > 1 and training.columns_rule("backward", (1, 512, 14, 14), "f32", 1, 132)[1] == max(f32)
+
+
 @pytest.mark.parametrize("activation", [None, "silu"])
 def test_the_channels_last_one_launch_kernels_equal_the_two_launch_plans_bit_for_bit(activation):
     """The one-launch channels_last kernels walk a column block as the two-launch plans do with one slice (the same

@@ -35,8 +35,10 @@ def main(path: str) -> None:
                     found.append((times[plans[0]] / min(times.values()), shape))
             ratios = [r for r, _ in found]
             worst = max(found)
-            print(f"{name} {dtype}: {len(found)} | {statistics.median(ratios):.3f}, {np.quantile(ratios, 0.9):.3f}, "
-                  f"{worst[0]:.2f} ({'x'.join(map(str, worst[1]))})")
+            print(
+                f"{name} {dtype}: {len(found)} | {statistics.median(ratios):.3f}, {np.quantile(ratios, 0.9):.3f}, "
+                f"{worst[0]:.2f} ({'x'.join(map(str, worst[1]))})"
+            )
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ import json
 import statistics
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 
 def main(path: str) -> None:
-    table = json.loads(gzip.decompress(open(path, "rb").read()))
+    table = json.loads(gzip.decompress(Path(path).read_bytes()))
     best = defaultdict(dict)  # (key, direction, act) -> {"warp": (us, plan), "rest": (us, plan)}
     for e in table["entries"].values():
         if e["us"] is None:
@@ -32,8 +33,10 @@ def main(path: str) -> None:
         shape, dtype = json.loads(key)[:2]
         ratio = slot["rest"][0] / slot["warp"][0]
         rows[direction, dtype].append((ratio, shape[0] * shape[2] * shape[3], shape))
-        print(f"{'x'.join(map(str, shape))} {dtype} {direction} {'relu' if act else '-'} | {slot['warp'][0]:.2f} | "
-              f"{slot['rest'][0]:.2f} ({slot['rest'][1][:70]}) | {ratio:.2f}")
+        print(
+            f"{'x'.join(map(str, shape))} {dtype} {direction} {'relu' if act else '-'} | {slot['warp'][0]:.2f} | "
+            f"{slot['rest'][0]:.2f} ({slot['rest'][1][:70]}) | {ratio:.2f}"
+        )
     print("\ndirection dtype: keys | other / warp: min median max | warp faster by > 3% | by rows (B*H*W)")
     for (direction, dtype), found in sorted(rows.items()):
         ratios = [r for r, _, _ in found]
@@ -41,8 +44,10 @@ def main(path: str) -> None:
         for r, n, _ in found:
             by_rows[n].append(r)
         shown = ", ".join(f"{n}: {statistics.median(v):.2f}" for n, v in sorted(by_rows.items()))
-        print(f"{direction} {dtype}: {len(ratios)} | {min(ratios):.2f} {statistics.median(ratios):.2f} "
-              f"{max(ratios):.2f} | {sum(r > 1.03 for r in ratios)} | {shown}")
+        print(
+            f"{direction} {dtype}: {len(ratios)} | {min(ratios):.2f} {statistics.median(ratios):.2f} "
+            f"{max(ratios):.2f} | {sum(r > 1.03 for r in ratios)} | {shown}"
+        )
 
 
 if __name__ == "__main__":

@@ -606,18 +606,23 @@ def block_bytes(shape: common.Shape4, dtype: str, vectorized: int, cols: int) ->
     return shape[0] * shape[2] * shape[3] * cols * lanes(vectorized, dtype) * DTYPES[dtype].size
 
 
-def columns_rule(shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> tuple[int, int] | None:
+def columns_rule(which: str, shape: common.Shape4, dtype: str, vectorized: int, sms: int) -> tuple[int, int] | None:
     """The channels_last one-launch kernels' (CTA size, cols) where the rule takes them: the widest of
-    column_options', else the narrowest width whose block is at most SMALL_BLOCK_BYTES; the CTA as fused_rule's;
-    else None."""
-    options = column_options(shape, dtype, vectorized, sms)
-    if options:
-        cols = max(c for _, c in options)
-    else:
-        widths = column_widths(shape, dtype, vectorized, sms)  # ascending: the first has the smallest block
-        if not widths or not 0 < block_bytes(shape, dtype, vectorized, widths[0]) <= SMALL_BLOCK_BYTES:
-            return None
-        cols = widths[0]
+    column_options', else the narrowest width whose block is at most SMALL_BLOCK_BYTES; the 16-bit backward instead
+    the narrowest of those widths giving at most one block an SM (one wave), where one does; the CTA as fused_rule's;
+    else None. Where this moved the bf16 backward's width (15 suite keys) it was 0.99-1.27x faster by the shipped H200
+    table (median 1.18x) and 0.95-1.17x on an H100 (median 1.14x); in f32 0.92-1.25x and 0.92-1.21x (medians 1.00x
+    and 0.98x, 31 keys), in the forward slower on 4 of 6 keys (docs/results/h100-2026-12-07-cl-warp/)."""
+    options = sorted({c for _, c in column_options(shape, dtype, vectorized, sms)})
+    small = [c for c in column_widths(shape, dtype, vectorized, sms)
+             if 0 < block_bytes(shape, dtype, vectorized, c) <= SMALL_BLOCK_BYTES]  # fmt: skip
+    widths = options or small
+    if not widths:
+        return None
+    cols = options[-1] if options else small[0]
+    groups = shape[1] // lanes(vectorized, dtype)
+    if which == "backward" and DTYPES[dtype].size == 2:
+        cols = next((c for c in widths if groups // c <= sms), cols)
     units = shape[0] * shape[2] * shape[3] * cols
     return max([b for b in FUSED_BLOCKS if units >= 4 * b], default=FUSED_BLOCKS[0]), cols
 
@@ -655,11 +660,11 @@ def plan(which: str, shape: common.Shape4, dtype: str, param: str, alignment: in
         # H*W = 1 (no NCHW one-launch plan: rows under a sector): the channels_last one-launch plan where the rule
         # would take it, else its two-launch plan from NHWC_MIN_BYTES on.
         nhwc = vector_mode(shape, dtype, alignment, True)
-        if columns_rule(shape, dtype, nhwc, sms) or common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
+        if columns_rule(which, shape, dtype, nhwc, sms) or common.nhwc_rule(shape, dtype, NHWC_MIN_BYTES):
             channels_last, vectorized = True, nhwc
     if channels_last and (units := warp_channels_last_rule(which, shape, dtype)):
         return warp(which, shape, dtype, param, units, activation, True)
-    if channels_last and (rule := columns_rule(shape, dtype, vectorized, sms)):
+    if channels_last and (rule := columns_rule(which, shape, dtype, vectorized, sms)):
         return fused_columns(which, shape, dtype, param, vectorized, *rule, activation)
     if cooperative_on and channels_last and not common.both_layouts(shape) and \
             (grid := cooperative_rule(which, shape, dtype, vectorized, sms)):  # fmt: skip
