@@ -24,7 +24,9 @@ kernels' exchange, each CTA walking its rows twice, the second time from L2), wh
 COOPERATIVE_BYTES: autotuner candidates under the same switch, and the rule's on channels_last tensors from
 COOPERATIVE_RULE_BYTES while that read fits COOPERATIVE_RULE_READ (cooperative_rule). Where an NCHW channel holds at
 most WARP_VALUES values (batch 1 at 7x7 to 14x14, tiny maps), a warp per channel holds them in registers
-(batch_norm_2d_warp_forward and _backward): x, or dy and x, read once, shuffles but no barriers. Past BLOCK_MIN_VALUES,
+(batch_norm_2d_warp_forward and _backward): x, or dy and x, read once, shuffles but no barriers; channels_last has
+its own (batch_norm_2d_warp_*_channels_last: a lane's values at stride C), candidates up to WARP_ROWS_VALUES values
+a channel and the rule's on small tensors (WARP_CHANNELS_LAST_RULE). Past BLOCK_MIN_VALUES,
 up to BLOCK_VALUES values, a CTA per channel holds them (batch_norm_2d_block_forward and _backward: batch 1 at 14x14 to
 56x56, batch 32 at 7x7 and 8x8): autotuner candidates, and the rule's up to BLOCK_RULE_VALUES, unless
 RUST_KERNELS_BLOCK=0 (the shipped H200 table has not timed them: on the keys it serves they are left out,
@@ -782,8 +784,9 @@ def candidates(which: str, problem: Problem, placement: Placement) -> tuple[Plan
     one-launch kernels up to four times the rule's channel size (NCHW) or within the rule's column block size
     (channels_last, and NCHW at H*W = 1; any size where the tensor is at most SMALL_TENSOR_BYTES), at each CTA size
     (and for channels_last each block width); channels_last's persistent kernels where the tensor fits their grid, and
-    its cooperative ones where it fits L2 (unless RUST_KERNELS_PERSISTENT=0); NCHW's warp kernels where a channel fits
-    a warp's registers, and its block kernels where it fits a CTA's (block_options; unless RUST_KERNELS_BLOCK=0)."""
+    its cooperative ones where it fits L2 (unless RUST_KERNELS_PERSISTENT=0); the warp kernels (either memory format)
+    where a channel fits a warp's registers, and NCHW's block kernels where it fits a CTA's (block_options; unless
+    RUST_KERNELS_BLOCK=0)."""
     setting = settings()  # one read of the environment (several µs)
     return _candidates(which, problem.shape, problem.dtype, problem.param, placement.alignment,  # type: ignore[arg-type]
                        placement.sms, problem.order is not None, activation_of(problem),
