@@ -210,7 +210,7 @@ WARP_ROWS_VALUES = 512
 # The channels_last warp kernels (a lane's values at stride C, uncoalesced; no barriers): the rule's, by direction,
 # for channels of at most these many values (B * H * W) in x of under these many bytes. Measured on an H100 against
 # every other candidate (docs/results/h100-2026-12-07-cl-warp/: 30 shapes of 49 to 512 values a channel, plain and
-# ReLU, f32 and bf16): the forward 1.00-1.66x the best other plan's speed (median 1.28x) below 1 MiB of x, 0.85-0.89x
+# ReLU, f32 and bf16): the forward 1.00-1.66x the best other plan's speed (median 1.3x) below 1 MiB of x, 0.85-0.89x
 # at 1 MiB (16x1024x4x4 f32); the backward, reading dy and x so, 1.00-1.51x below 256 KiB at up to 256 values a
 # channel, 0.76-1.05x from 256 KiB, 0.91-0.95x (f32) at 289 to 512 values. Past them the column kernels' coalesced
 # reads win.
