@@ -8,12 +8,10 @@
 #   1. `check` of the cooperative kernels;
 #   2. `tune` of the channels_last training op in bf16 (f32 parameters) over coop_shapes.txt, exported
 #      (coop_grids.py reads it: the best plan at two and at three CTAs an SM against the best other);
-#   3. ncu of the pair on three of those shapes (ncu/pair.py, as ncu/go.sh: against call 4's uncapped figures).
-#   bash go5.sh [TOTAL_S]
+#   3. ncu of the pair on three of those shapes (ncu/profile.sh, as ncu/go.sh: against call 4's uncapped figures).
+#   bash go5.sh    (about 250 s)
 set -uo pipefail
-total=${1:-300}
 repo=$PWD; here=$repo/docs/results/h100-2026-12-07-cl-warp
-left() { echo $(( total - SECONDS )); }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 mkdir -p /tmp/rkc && xz -dc rkc.tar.xz | tar xf - -C /tmp/rkc
 export RUST_KERNELS_CACHE_DIR=/tmp/rkc PYTHONPATH=$repo/python
@@ -24,20 +22,7 @@ echo "check rc $? at $SECONDS s"; tail -2 "$OUT/check_coop.log"
 timeout 100 python -m rust_kernels tune --op batch_norm_2d_training_channels_last --dtype bf16-f32 \
     --shapes "$here/coop_shapes.txt" --budget 70 --export "$OUT/tune_coop.json.gz" > "$OUT/tune_coop.log" 2>&1
 echo "tune rc $? at $SECONDS s"; tail -c 200 "$OUT/tune_coop.log"; echo
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
-metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,launch__registers_per_thread
-metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
-for stall in long_scoreboard barrier membar sleeping; do
-    metrics+=,smsp__average_warps_issue_stalled_${stall}_per_issue_active.ratio
-done
-for shape in 128x512x7x7 128x112x14x14 128x992x7x7; do
-    [ "$(left)" -gt 40 ] || break
-    timeout $(( $(left) - 15 )) "$ncu" --profile-from-start off --clock-control none --metrics "$metrics" --csv \
-        --page raw --print-units base --log-file "$OUT/ncu_${shape}_bf16-f32.csv" python "$here/ncu/pair.py" "$shape" \
-        bf16-f32 > "$OUT/run_$shape.log" 2>&1
-    echo "$shape rc $? at $SECONDS s"
-done
+bash "$here/ncu/profile.sh" 128x512x7x7:bf16-f32 128x112x14x14:bf16-f32 128x992x7x7:bf16-f32
 python "$here/ncu/summarise.py" "$OUT"/ncu_*.csv > "$OUT/summary.txt" 2>&1; grep "ours\|totals" "$OUT/summary.txt" | cut -c1-200
 (cd "$OUT" && tar czf /tmp/out.tgz --exclude=gpu.txt --exclude=summary.txt . &&
     find . -mindepth 1 ! -name gpu.txt ! -name summary.txt -delete && mv /tmp/out.tgz .)
