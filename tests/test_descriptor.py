@@ -136,7 +136,7 @@ def test_content_hash_ignores_the_host_emulator_but_not_the_device_code(tmp_path
     k = BatchNorm2dNchwBackward(block_hw=256)
 
     def key() -> str:
-        builder._tree_digest.cache_clear()
+        builder.tree_digest.cache_clear()
         return content_hash(k)
 
     try:
@@ -147,4 +147,4 @@ def test_content_hash_ignores_the_host_emulator_but_not_the_device_code(tmp_path
         (copy / "src" / "device" / "mod.rs").write_text("// edited device code\n", encoding="utf-8")
         assert key() != before
     finally:
-        builder._tree_digest.cache_clear()
+        builder.tree_digest.cache_clear()

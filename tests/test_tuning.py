@@ -3,6 +3,7 @@ capture; on CPU with the device timing replaced, and on the GPU for real."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -112,16 +113,44 @@ def test_recording_gives_the_entry_names_a_call_consults_and_served_says_whether
     assert tuning.served(GPU, first)
 
 
-def test_the_tune_journal_round_trips_and_an_unreadable_one_is_empty(tmp_path):
+def test_the_tune_journal_round_trips_and_an_unreadable_or_other_codes_one_is_empty(tmp_path):
     from rust_kernels.bench import tune
 
     path = tmp_path / "tuning" / tune.JOURNAL
-    assert tune.read_journal(path) == {}
+    assert tune.read_journal(path, "g") == {}
     journal = {'["batch_norm_2d_training", [2, 3, 4, 5], "f32"]': ["a" * 40, "b" * 40]}
-    tune.write_journal(path, journal)
-    assert tune.read_journal(path) == journal
+    tune.write_journal(path, journal, "g")
+    assert tune.read_journal(path, "g") == journal
+    assert tune.read_journal(path, "h") == {}  # other code: its cases may have new candidates
+    path.write_bytes(gzip.compress(json.dumps(journal).encode()))  # before journals named their code
+    assert tune.read_journal(path, "g") == {}
     path.write_bytes(b"not gzip")
-    assert tune.read_journal(path) == {}
+    assert tune.read_journal(path, "g") == {}
+
+
+def test_the_tune_generation_follows_the_specs_and_the_package(monkeypatch, tmp_path):
+    """A changed spec or template (a kernel's source key, as a [[registers]] cap changes it) or package module (which
+    candidates, as a grid option changes them) is another generation; the same files are the same one."""
+    from rust_kernels import resources
+    from rust_kernels.bench import tune
+
+    codegen = tmp_path / "codegen"
+    (codegen / "batch_norm").mkdir(parents=True)
+    spec = codegen / "batch_norm" / "k.toml"
+    spec.write_text('name = "k"\n')
+    monkeypatch.setattr(resources, "codegen", lambda: codegen)
+    first = tune.generation("sm_90")
+    assert tune.generation("sm_90") == first
+    spec.write_text('name = "k"\n[[registers]]\nmax = 80\n')
+    capped = tune.generation("sm_90")
+    assert capped != first
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "training.py").write_text("COOPERATIVE_CTAS_PER_SM = (2, 3)\n")
+    monkeypatch.setattr(resources, "PACKAGE", package)
+    before = tune.generation("sm_90")
+    (package / "training.py").write_text("COOPERATIVE_CTAS_PER_SM = (2, 3, 4)\n")
+    assert tune.generation("sm_90") not in (before, capped)
 
 
 def test_tune_skips_the_cases_a_run_before_journaled_without_building_their_inputs(monkeypatch, tmp_path, capsys):
@@ -165,6 +194,10 @@ def test_tune_skips_the_cases_a_run_before_journaled_without_building_their_inpu
     tuning.forget()
     assert tune.main([*argv, "--force"]) == 0
     assert len(built) == 4
+    tuning.forget()  # other code (a kernel or a candidate changed): every case walked again
+    monkeypatch.setattr(tune, "generation", lambda arch: "other")
+    assert tune.main(argv) == 0
+    assert len(built) == 6
 
 
 def test_a_call_on_the_legacy_default_stream_is_timed_on_the_tuners_own_stream(monkeypatch):

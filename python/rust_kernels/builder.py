@@ -34,7 +34,7 @@ def default_arch() -> str:
 
 
 @cache
-def _tree_digest(target: str) -> str:
+def tree_digest(target: str) -> str:
     """Hash of the sources that decide the build besides the kernel: the device-support crate and its macro, the
     linker, the crate templates and the lock file (dependency versions). The crate's host emulator (src/host) is
     left out of PTX builds, which it never reaches; the linker is left out of host builds."""
@@ -63,7 +63,7 @@ def source_key(kernel: Kernel, arch: str | None = None) -> str:
         __version__,
         arch,
         " ".join(RUSTFLAGS) if arch != HOST else "",
-        _tree_digest(arch),
+        tree_digest(arch),
         kernel.source,
         performance_directives(kernel) if arch != HOST else "",
     ]

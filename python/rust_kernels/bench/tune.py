@@ -3,8 +3,9 @@
 Each benchmarked family's op is called once per shape and dtype on the family's seeded inputs (its `ours` call,
 and `ours_atomic` where it has one), so every candidate plan of every key is timed into the tuning cache;
 `--export FILE` then writes this GPU's entries as a table the package can ship (python/rust_kernels/tables/).
-Each case's entry names go to a journal beside the entries (JOURNAL): a later run skips a case while they all have
-an entry, without building its inputs, so a run cut short by --budget resumes where it stopped (--force: none skipped).
+Each case's entry names go to a journal beside the entries (JOURNAL): a later run of the same code skips a case while
+they all have an entry, without building its inputs, so a run cut short by --budget resumes where it stopped (--force:
+none skipped). A journal written by other code (generation) is not used: a case may have new candidates there.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from rust_kernels import builder, resources, tuning
 from rust_kernels import cache as kcache
-from rust_kernels import tuning
 from rust_kernels.bench import baselines, parse_shape, suite, unavailable
 from rust_kernels.bench.ops import device_tensors, reset_compiled
 from rust_kernels.bench.report import Shape
@@ -74,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.perf_counter() + options.budget if options.budget > 0 else float("inf")
     held: tuple[tuple[str, Shape, str], dict] | None = None  # the last case's inputs: the next may share them
     info = tuning.gpu(torch.cuda.current_device())
-    journal_path = tuning.directory(info) / JOURNAL
-    journal = {} if options.force else read_journal(journal_path)
+    journal_path, code = tuning.directory(info) / JOURNAL, generation(info.arch)
+    journal = {} if options.force else read_journal(journal_path, code)
     try:
         with Progress("tune", len(cases)) as progress:
             for number, (family, shape, dtype) in enumerate(cases):
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                     held = None
                     print(f"\n{family.name} {shape} {dtype}: {type(err).__name__}: {err}", file=sys.stderr)
     finally:
-        write_journal(journal_path, journal)
+        write_journal(journal_path, journal, code)
     if skipped:
         print(f"tune: {skipped} cases skipped: a run before timed every candidate they consult ({journal_path})")
     print(summary(tuning.timed))
@@ -123,18 +124,31 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def read_journal(path: Path) -> dict[str, list[str]]:
-    """The journal of cases and their entry names (empty where there is none, or it cannot be read)."""
+def generation(arch: str) -> str:
+    """A digest of what decides a case's candidates and their entries' names besides the case: the package's Python
+    (which plans, their labels) and what the kernels' source keys hash (specs, templates, device crates). A case's
+    journaled names stay served when a candidate is added or a kernel changes, so only the same code may skip it."""
+    specs = sorted(p for p in resources.codegen().rglob("*") if p.is_file())
+    files = [*sorted(resources.PACKAGE.rglob("*.py")), *specs]
+    digest = [f"{p.name}:{kcache.sha256(p.read_bytes())}" for p in files]
+    return kcache.sha256("\n".join([builder.tree_digest(arch), *digest]).encode())
+
+
+def read_journal(path: Path, code: str) -> dict[str, list[str]]:
+    """The journal's cases and their entry names: empty where there is none, it cannot be read, or other code
+    (`code`: generation()) wrote it."""
     try:
-        return json.loads(gzip.decompress(path.read_bytes()))  # type: ignore[no-any-return]
+        journal = json.loads(gzip.decompress(path.read_bytes()))
     except (OSError, ValueError):
         return {}
+    return journal["cases"] if isinstance(journal, dict) and journal.get("generation") == code else {}
 
 
-def write_journal(path: Path, journal: dict[str, list[str]]) -> None:
+def write_journal(path: Path, journal: dict[str, list[str]], code: str) -> None:
     """Writes the journal atomically; where it cannot be written, a later run only walks its cases again."""
+    record = {"generation": code, "cases": journal}
     try:
-        kcache.write_atomic(path, gzip.compress(json.dumps(journal, sort_keys=True).encode(), mtime=0))
+        kcache.write_atomic(path, gzip.compress(json.dumps(record, sort_keys=True).encode(), mtime=0))
     except OSError as err:
         print(f"tune: the journal was not saved ({err.strerror}): {path}", file=sys.stderr)
 
