@@ -139,3 +139,20 @@ def test_per_channel_indexing_limit():
     named = {"dy": x, "x": x, "weight": per_channel, "running_mean": per_channel, "running_var": per_channel}
     with pytest.raises(ArgumentError, match=r"B \* H \* W = 4294967296 exceeds"):
         plans.NCHW.describe(named, {"eps": 1e-5, "deterministic": True}, "cuda")
+
+
+def test_every_gpu_check_plan_runs_on_its_op_and_a_cooperative_grid_fits_two_ctas_an_sm():
+    """`check --backend cuda` lists plans its ops run: one an op refuses (the add + ReLU backward listed the persistent
+    and cooperative gradients, which it refuses) or a cooperative grid the GPU cannot hold at once (three slices of a
+    256-block grid) failed there as errors, never reaching the bound."""
+    from rust_kernels import check
+    from rust_kernels.families.batch_norm.verify_training import LISTED_SMS
+
+    cases = check.cases("cuda")
+    refused = {(f.op.name, p.label) for f, p, _ in cases
+               if not all(isinstance(q.kernel, f.op.kernels) for q in p.launches)}  # fmt: skip
+    assert not refused
+    too_large = {(p.label, s) for _, p, s in cases for q in p.launches
+                 if q.kernel.spec.cooperative and q.grid[0] * q.grid[1] * q.grid[2] > 2 * LISTED_SMS}  # fmt: skip
+    assert not too_large
+    assert any(f.op.name == "batch_norm_2d_add_relu_backward" for f, _, _ in cases)

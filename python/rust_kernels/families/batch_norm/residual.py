@@ -95,12 +95,16 @@ def _choose_backward(problem: Problem, placement: Placement) -> Plan:
     return through_mask(first, training.choose("backward", problem, placement, cooperative_on=False))
 
 
+def runs(gradient: Plan) -> bool:
+    """Whether this op runs a training backward plan's kernels behind its mask launch (BACKWARD_KERNELS: not the
+    persistent or cooperative ones, which it refuses)."""
+    return all(isinstance(launch.kernel, BACKWARD_KERNELS) for launch in gradient.launches)
+
+
 def _candidates_backward(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
-    """The mask launch before each of the training backward's candidates whose kernels this op runs
-    (BACKWARD_KERNELS: not the persistent ones, which it would refuse)."""
+    """The mask launch before each of the training backward's candidates that this op runs."""
     first = mask(problem.shape, problem.dtype, placement.alignment, placement.sms)  # type: ignore[arg-type]
-    return tuple(through_mask(first, p) for p in training.candidates("backward", problem, placement)
-                 if all(isinstance(launch.kernel, BACKWARD_KERNELS) for launch in p.launches))  # fmt: skip
+    return tuple(through_mask(first, p) for p in training.candidates("backward", problem, placement) if runs(p))
 
 
 def fits_backward(plan: Plan, problem: Problem) -> str | None:

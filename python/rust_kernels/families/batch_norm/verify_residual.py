@@ -104,14 +104,14 @@ class Masked:
 
 
 class ResidualBackward(Masked, TrainingBackward):
-    """Plans: the mask launch before each of the training backward's."""
+    """Plans: the mask launch before each of the training backward's that the op runs (residual.runs)."""
 
     op = residual.BACKWARD
     scalars = {"eps": 1e-5}  # noqa: RUF012
     suites = {"cuda": TrainingBackward.suites["cuda"], "host": HOST_SUITE}  # noqa: RUF012
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
-        gradients = self._plans(training.backward, backend, shape, dtype)
+        gradients = [p for p in self._plans(training.backward, backend, shape, dtype) if residual.runs(p)]
         return _by_backend(backend, self._masked(backend, shape, dtype, gradients))
 
 

@@ -198,10 +198,14 @@ class _Training(Family):
             out += [training.persistent(self.which, shape, storage, param, vectorized, units, cols, activation)  # type: ignore[arg-type]
                     for units, cols in options]  # fmt: skip
             # The cooperative kernels, one slice and several (some empty on small shapes), on the narrowest and
-            # the widest column blocks (the emulator: the widest, several slices).
+            # the widest column blocks; on the GPU in grids of at most two CTAs an SM, which every instance's
+            # registers allow (the emulator: the widest, three slices).
             runs = training.unit_columns(shape, storage, vectorized)  # type: ignore[arg-type]
             widths = training.column_widths(shape, storage, vectorized, sms) if runs else []  # type: ignore[arg-type]
-            spread = [(cols, split) for cols in dict.fromkeys(widths[:1] + widths[-1:]) for split in (1, 3)]
+            spread = []
+            for cols in dict.fromkeys(widths[:1] + widths[-1:]):
+                fits = [split for split in (1, 2, 3) if backend == "host" or runs[0] // cols * split <= 2 * sms]
+                spread += [(cols, split) for split in dict.fromkeys(fits[:1] + fits[-1:])]
             if backend == "host":
                 spread = spread[-1:]
             out += [training.cooperative(self.which, shape, storage, param, vectorized, cols, split, activation)  # type: ignore[arg-type]
