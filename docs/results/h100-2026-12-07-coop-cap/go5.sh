@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOT RUN: no machine could be started for it (six tries); the session's device time ran out.
 # The fifth device call, from the repository root with rkc.tar.xz and the native extension carried. rkc.tar.xz:
 # ../h100-2026-12-07-act-groups/build.py's kernels and build.py's (every cooperative instance), from the tree as
 # committed (b202a5e: the cooperative kernels' plain loads), exported to one DEST:
