@@ -1,10 +1,11 @@
+import re
 from pathlib import Path
 
 import pytest
 
 from rust_kernels import resources
 from rust_kernels.errors import ArgumentError, SpecError
-from rust_kernels.spec import load_specs, parse_spec
+from rust_kernels.spec import load_specs, parse_specs
 
 FAMILY = resources.codegen() / "batch_norm"
 GOOD = (FAMILY / "batch_norm_2d_nchw_backward.toml").read_text()
@@ -107,14 +108,14 @@ def test_the_catalogue_parses():
 def test_bad_specs_are_refused_at_generation(tmp_path, old, new, message):
     assert old in GOOD
     with pytest.raises(SpecError, match=message):
-        parse_spec(write(tmp_path, GOOD.replace(old, new, 1)))
+        parse_specs(write(tmp_path, GOOD.replace(old, new, 1)))
 
 
 def test_missing_fields_and_bad_toml(tmp_path):
     with pytest.raises(SpecError, match="missing fields"):
-        parse_spec(write(tmp_path, 'name = "k"\n'))
+        parse_specs(write(tmp_path, 'name = "k"\n'))
     with pytest.raises(SpecError, match="not valid TOML"):
-        parse_spec(write(tmp_path, "name = \n"))
+        parse_specs(write(tmp_path, "name = \n"))
 
 
 def test_two_specs_with_one_class_name_are_refused(tmp_path):
@@ -128,16 +129,116 @@ def test_two_specs_with_one_class_name_are_refused(tmp_path):
         load_specs(tmp_path)
 
 
+VARIANT = '''
+[[variants]]
+name = "nchw_backward_act"
+doc = """
+The seed backward with a bias.
+"""
+dtypes = ["f32", "bf16"]
+shared_accumulators_per_warp = 3
+
+[[variants.consts]]
+name = "BLOCK_HW"
+doc = "threads per CTA"
+min = 64
+max = 256
+power_of_two = true
+[[variants.consts]]
+name = "ACTIVATION"
+max = 4
+
+[[variants.args]]
+name = "bias_ptr"
+type = "*mut D"
+after = "weight_ptr"
+'''
+
+
+def test_a_variant_is_the_base_spec_with_its_changes(tmp_path):
+    """[[variants]]: another kernel of the same file, the base's spec but for its name, doc, the fields it gives and
+    its consts and args (replaced in place by name, inserted after `after`, or appended)."""
+    from rust_kernels.kernels import kernel_class
+
+    (plain,) = parse_specs(write(tmp_path, GOOD))
+    base, variant = parse_specs(write(tmp_path, GOOD + VARIANT))
+    assert base == plain  # the base is as it was without variants
+    assert (base.name, variant.name, variant.doc) == ("batch_norm_2d_nchw_backward", "nchw_backward_act",
+                                                      "The seed backward with a bias.")  # fmt: skip
+    assert variant.path == base.path and variant.template == base.template and variant.grid == base.grid
+    assert (variant.dtypes, variant.shared_accumulators_per_warp) == (("f32", "bf16"), 3)
+    assert [(c.name, c.min, c.max, c.power_of_two) for c in variant.consts] == [
+        ("BLOCK_HW", 64, 256, True), ("ACTIVATION", 1, 4, False)
+    ]  # fmt: skip
+    names = [a.name for a in base.args]
+    assert [a.name for a in variant.args] == [*names[:4], "bias_ptr", *names[4:]]
+    k = kernel_class(variant)(128, 2, dtype="bf16")
+    assert k.id == "nchw_backward_act__bf16__128__2" and k.args[4] == ("bias_ptr", "*mut bf16")
+    assert k.shared_mem_bytes == 3 * 4 * 4  # 3 accumulators (f32 for bf16) per warp of 128 threads
+    assert [s.name for s in load_specs(tmp_path)] == ["batch_norm_2d_nchw_backward", "nchw_backward_act"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ('name = "v"\ndoc = "d"\ncolour = 1', r"variant 'v': unknown fields \['colour'\]"),
+        ('name = "v"\ndoc = "d"\n[[variants.variants]]\nname = "w"', r"variant 'v': unknown fields \['variants'\]"),
+        ('name = "v"', r"variant 'v': missing fields \['doc'\]"),
+        ('doc = "d"', r"\[\[variants\]\] entry 1: missing fields \['name'\]"),
+        (
+            'name = "v"\ndoc = "d"\n[[variants.args]]\nname = "bias_ptr"\ntype = "*mut D"\nafter = "w_ptr"',
+            r"variant 'v': args entry 'bias_ptr': after 'w_ptr' names none of \['dy_ptr', ",
+        ),
+        (
+            'name = "v"\ndoc = "d"\n[[variants.consts]]\nname = "BLOCK_HW"\nmax = 64\nafter = "X"',
+            r"variant 'v': consts entry 'BLOCK_HW' replaces the base's in place",
+        ),
+        (
+            'name = "v"\ndoc = "d"\n[[variants.consts]]\nname = "B"\nmax = 4',
+            r"variant 'v': argument and const names must be unique",
+        ),
+        ('name = "v"\ndoc = "d"\ntemplate = "missing.rs.j2"', r"variant 'v': template 'missing.rs.j2' not found"),
+        (
+            'name = "batch_norm_2d_nchw_backward"\ndoc = "d"',
+            r"variant 'batch_norm_2d_nchw_backward': kernel 'batch_norm_2d_nchw_backward' collides with kernel "
+            r"'batch_norm_2d_nchw_backward' of .*spec.toml",
+        ),
+        (
+            'name = "v_w"\ndoc = "d"\n[[variants]]\nname = "v__w"\ndoc = "e"',
+            r"variant 'v__w': kernel 'v__w' collides with kernel 'v_w' of .* \(both map to 'VW'\)",
+        ),
+    ],
+)
+def test_bad_variants_are_refused_naming_the_file_and_the_variant(tmp_path, variant, message):
+    path = write(tmp_path, GOOD + "\n[[variants]]\n" + variant + "\n")
+    with pytest.raises(SpecError, match="^" + re.escape(f"{path}: ") + message):
+        parse_specs(path)
+
+
+def test_variants_must_be_tables(tmp_path):
+    with pytest.raises(SpecError, match="variants must be a list of"):
+        parse_specs(write(tmp_path, "variants = 1\n" + GOOD))
+
+
+def test_a_variant_named_as_another_files_kernel_is_refused(tmp_path):
+    write(tmp_path, GOOD, "a.toml")
+    other = GOOD.replace('name = "batch_norm_2d_nchw_backward"', 'name = "other"')
+    write(tmp_path, other + '\n[[variants]]\nname = "batch_norm_2d_nchw_backward"\ndoc = "d"\n', "b.toml")
+    message = r"kernel 'batch_norm_2d_nchw_backward' collides with kernel 'batch_norm_2d_nchw_backward' of .*a\.toml"
+    with pytest.raises(SpecError, match=message):
+        load_specs(tmp_path)
+
+
 def test_a_const_without_max_is_refused_quickly(tmp_path):
     """Issue 9.8: a const without max enumerated 2^31 values at import (MemoryError after 17 s)."""
     import time
 
     start = time.perf_counter()
     with pytest.raises(SpecError, match="needs a max"):
-        parse_spec(write(tmp_path, GOOD.replace("max = 1024\n", "")))
+        parse_specs(write(tmp_path, GOOD.replace("max = 1024\n", "")))
     big = GOOD.replace("max = 1024\npower_of_two = true", "max = 100000")
     with pytest.raises(SpecError, match="at most 4096"):
-        parse_spec(write(tmp_path, big))
+        parse_specs(write(tmp_path, big))
     assert time.perf_counter() - start < 1
 
 
@@ -155,7 +256,7 @@ def test_bad_requirements_are_refused(tmp_path, requirement, message):
     if "message" not in requirement:
         message = "needs `check` and `message`"
     with pytest.raises(SpecError, match=message):
-        parse_spec(write(tmp_path, text))
+        parse_specs(write(tmp_path, text))
 
 
 def test_a_parameter_dtype_is_a_spec_axis_not_a_copy():
@@ -196,7 +297,7 @@ def test_an_instance_failing_a_precondition_over_its_consts_alone_is_not_in_the_
 def test_param_dtypes_need_a_p_argument(tmp_path):
     text = GOOD.replace('dtypes = ["f32", "f64", "bf16", "f16"]', 'dtypes = ["bf16"]\nparam_dtypes = ["f32"]')
     with pytest.raises(SpecError, match="param_dtypes is set but no argument has type P"):
-        parse_spec(write(tmp_path, text))
+        parse_specs(write(tmp_path, text))
 
 
 def test_a_register_cap_applies_where_its_condition_holds(tmp_path):
@@ -206,9 +307,9 @@ def test_a_register_cap_applies_where_its_condition_holds(tmp_path):
     from rust_kernels.kernels import kernel_class
 
     capped = GOOD + '\n[[registers]]\nwhen = "BLOCK_HW >= 256 and DSIZE == 4"\nmax = 96\n[[registers]]\nmax = 64\n'
-    spec = parse_spec(write(tmp_path, capped))
+    (spec,) = parse_specs(write(tmp_path, capped))
     assert [spec.max_registers({"BLOCK_HW": b, "DSIZE": s}) for b, s in ((256, 4), (128, 4), (256, 2))] == [96, 64, 64]
-    plain, cls = kernel_class(parse_spec(write(tmp_path, GOOD))), kernel_class(spec)
+    plain, cls = kernel_class(parse_specs(write(tmp_path, GOOD))[0]), kernel_class(spec)
     assert builder.performance_directives(cls(256, dtype="f32")) == ".maxntid 256, 1, 1\n.maxnreg 96"
     assert builder.source_key(cls(256, dtype="f32"), "sm_90") != builder.source_key(plain(256, dtype="f32"), "sm_90")
     ptx = ".visible .entry batch_norm_2d_nchw_backward_entry_point(\n\t.param .u64 a\n)\n{\n\tret;\n}\n"
@@ -227,10 +328,10 @@ def test_a_register_cap_applies_where_its_condition_holds(tmp_path):
 )
 def test_bad_register_caps_are_refused(tmp_path, entry, message):
     with pytest.raises(SpecError, match=message):
-        parse_spec(write(tmp_path, GOOD + "\n[[registers]]\n" + entry + "\n"))
+        parse_specs(write(tmp_path, GOOD + "\n[[registers]]\n" + entry + "\n"))
 
 
 def test_a_register_cap_whose_condition_cannot_be_evaluated_is_named(tmp_path):
-    spec = parse_spec(write(tmp_path, GOOD + '\n[[registers]]\nwhen = "256 % (BLOCK_HW - 256) == 0"\nmax = 64\n'))
+    (spec,) = parse_specs(write(tmp_path, GOOD + '\n[[registers]]\nwhen = "256 % (BLOCK_HW - 256) == 0"\nmax = 64\n'))
     with pytest.raises(SpecError, match=r"\[\[registers\]\] when .* cannot be evaluated with \{'BLOCK_HW': 256"):
         spec.max_registers({"BLOCK_HW": 256, "DSIZE": 4})

@@ -1,7 +1,7 @@
-"""Kernel specs: one TOML file per kernel, validated here. A spec is the single schema from which the Rust signature,
-the entry point, the Python argument packer and the launch checks are derived. Its template (the kernel body, a
-Jinja2 template or plain Rust) sits in the spec's own directory; templates shared by every kernel (the entry point,
-reductions) come from the package's codegen/templates.
+"""Kernel specs: one TOML file per kernel (and its [[variants]]), validated here. A spec is the single schema from
+which the Rust signature, the entry point, the Python argument packer and the launch checks are derived. Its
+template (the kernel body, a Jinja2 template or plain Rust) sits in the spec's own directory; templates shared by
+every kernel (the entry point, reductions) come from the package's codegen/templates.
 
 Every problem is refused when the spec is loaded, with the file and the field named.
 """
@@ -159,6 +159,7 @@ _EXPRESSION_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.Compare, a
 REQUIRED_FIELDS = frozenset({"name", "template", "doc", "dtypes", "args", "grid", "block"})
 OPTIONAL_FIELDS = frozenset({"consts", "param_dtypes", "shared_accumulators_per_warp", "requires", "registers",
                              "cooperative"})  # fmt: skip
+SPEC_FIELDS = REQUIRED_FIELDS | OPTIONAL_FIELDS  # what a file's kernel has, and what a variant may set
 
 
 @dataclass(frozen=True)
@@ -349,20 +350,83 @@ def _template(path: Path, value: object) -> str:
     return file.relative_to(directory).as_posix()
 
 
-def parse_spec(path: Path) -> KernelSpec:
-    """Reads and validates one spec file; raises SpecError naming the file and the field."""
+def parse_specs(path: Path) -> tuple[KernelSpec, ...]:
+    """Reads and validates one spec file: its kernel, then each of its [[variants]]; raises SpecError naming the
+    file, the variant and the field."""
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise _fail(path, f"not valid TOML: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise _fail(path, f"cannot be read: {err}") from None
+    _known_fields(path, raw, SPEC_FIELDS | {"variants"})
+    variants = raw.pop("variants", [])
+    if not isinstance(variants, list):
+        raise _fail(path, "variants must be a list of [[variants]] tables")
+    specs = [_spec(path, raw)]
+    for number, entry in enumerate(variants, 1):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        label = f"variant {name!r}" if isinstance(name, str) else f"[[variants]] entry {number}"
+        try:
+            variant = _spec(path, _variant(path, raw, entry))
+            check_unique((*specs, variant))
+        except SpecError as err:
+            # The same validation as a spec of its own, its message prefixed with the variant it is about.
+            raise _fail(path, f"{label}: {str(err).removeprefix(f'{path}: ')}") from None
+        specs.append(variant)
+    return tuple(specs)
+
+
+def _known_fields(path: Path, raw: dict, known: frozenset[str]) -> None:
+    unknown = raw.keys() - known
+    if unknown:
+        raise _fail(path, f"unknown fields {sorted(unknown)} (a spec has {sorted(known)})")
+
+
+def _variant(path: Path, base: dict, raw: object) -> dict:
+    """A [[variants]] entry as a spec of its own: the base's fields, each the variant gives replacing the base's,
+    except its consts and args, which are merged into the base's (_merged)."""
+    if not isinstance(raw, dict):
+        raise _fail(path, f"each [[variants]] entry must be a table, got {raw!r}")
+    missing = {"name", "doc"} - raw.keys()
+    if missing:
+        raise _fail(path, f"missing fields {sorted(missing)} (a variant names its kernel and says what it does)")
+    _known_fields(path, raw, SPEC_FIELDS)
+    derived = base | raw
+    for key in ("consts", "args"):
+        if key in raw:
+            derived[key] = _merged(path, key, base.get(key, []), raw[key])
+    return derived
+
+
+def _merged(path: Path, key: str, base: list, changes: object) -> list:
+    """The base's [[consts]] or [[args]] with a variant's: an entry named as one there replaces it in place; any
+    other goes right after the entry its `after` names, or at the end."""
+    if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
+        raise _fail(path, f"{key} must be a list of [[{key}]] tables")
+    merged = list(base)
+    for change in changes:
+        entry = {k: v for k, v in change.items() if k != "after"}
+        names = [e.get("name") for e in merged]
+        if entry.get("name") in names:
+            if "after" in change:
+                raise _fail(path, f"{key} entry {entry['name']!r} replaces the base's in place: it takes no `after`")
+            merged[names.index(entry["name"])] = entry
+        elif "after" in change:
+            if change["after"] not in names:
+                raise _fail(path, f"{key} entry {entry.get('name')!r}: after {change['after']!r} names none of "
+                                  f"{names}")  # fmt: skip
+            merged.insert(names.index(change["after"]) + 1, entry)
+        else:
+            merged.append(entry)
+    return merged
+
+
+def _spec(path: Path, raw: dict) -> KernelSpec:
+    """One kernel's spec from its fields (a file's own, or a variant's derived from them)."""
     missing = REQUIRED_FIELDS - raw.keys()
     if missing:
         raise _fail(path, f"missing fields {sorted(missing)}")
-    unknown = raw.keys() - REQUIRED_FIELDS - OPTIONAL_FIELDS
-    if unknown:
-        raise _fail(path, f"unknown fields {sorted(unknown)} (a spec has {sorted(REQUIRED_FIELDS | OPTIONAL_FIELDS)})")
     cooperative = raw.get("cooperative", False)
     if not isinstance(cooperative, bool):
         raise _fail(path, f"cooperative must be true or false, got {cooperative!r}")
@@ -421,20 +485,23 @@ def parse_spec(path: Path) -> KernelSpec:
 
 
 def load_specs(directory: Path) -> tuple[KernelSpec, ...]:
-    """Every spec (*.toml) in `directory`, sorted by name; names and class names must be unique."""
+    """Every kernel of the spec files (*.toml) in `directory`, sorted by name; names and class names must be
+    unique."""
     if not directory.is_dir():
         raise SpecError(f"{directory}: not a directory of kernel specs")
-    specs = tuple(sorted((parse_spec(p) for p in directory.glob("*.toml")), key=lambda s: s.name))
+    specs = tuple(sorted((s for p in directory.glob("*.toml") for s in parse_specs(p)), key=lambda s: s.name))
     check_unique(specs)
     return specs
 
 
 def check_unique(specs: tuple[KernelSpec, ...]) -> None:
-    """Refuses two specs with one kernel name or one class name (one of them would be silently dropped)."""
+    """Refuses two specs with one kernel name or one class name (one of them would be silently dropped), be they
+    in two files or in one (a file's kernel and its variants)."""
     seen: dict[str, KernelSpec] = {}
     for spec in specs:
         for key in (spec.name, spec.class_name):
             other = seen.get(key)
-            if other is not None and other.path != spec.path:
-                raise _fail(spec.path, f"kernel {spec.name!r} collides with {other.path} (both map to {key!r})")
+            if other is not None and other is not spec:
+                raise _fail(spec.path, f"kernel {spec.name!r} collides with kernel {other.name!r} of {other.path} "
+                                       f"(both map to {key!r})")  # fmt: skip
             seen[key] = spec
