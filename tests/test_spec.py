@@ -76,6 +76,8 @@ def test_the_catalogue_parses():
         "batch_norm_2d_warp_forward_channels_last",
         "batch_norm_2d_warp_forward_channels_last_act",
     ]
+    # An activation or a layout is a variant declared in its base's file, not a copy of that file.
+    assert not list(FAMILY.glob("*_act.toml"))
 
 
 @pytest.mark.parametrize(
