@@ -105,6 +105,14 @@ def test_the_catalogue_parses():
         ('type = "*mut D"', 'type = "*const D"', "pointers are `\\*mut`"),
         ('template = "batch_norm_2d_nchw_backward.rs.j2"', 'template = "../x.rs.j2"', "outside the spec's directory"),
         ('type = "*mut D"\noutput = true', 'type = "i32"\noutput = true', "only pointers are outputs"),
+        # a misspelt key of an entry: `ouput` left the pointer unchecked as an output, `power_of_2` enumerated 1024
+        (
+            'type = "*mut D"\noutput = true',
+            'type = "*mut D"\nouput = true',
+            r"\[\[args\]\] entry 'dx_ptr': unknown keys \['ouput'\]",
+        ),
+        ("power_of_two = true", "power_of_2 = true", r"\[\[consts\]\] entry 'BLOCK_HW': unknown keys \['power_of_2'\]"),
+        ('name = "dx_ptr"', 'name = "dx_ptr"\nafter = "x_ptr"', r"entry 'dx_ptr': unknown keys \['after'\]"),
     ],
 )
 def test_bad_specs_are_refused_at_generation(tmp_path, old, new, message):
@@ -251,6 +259,7 @@ def test_a_const_without_max_is_refused_quickly(tmp_path):
         ('check = "__import__(1)"\nmessage = "m"', "Call is not allowed"),
         ('check = "Q == 1"\nmessage = "m"', "unknown name 'Q'"),
         ('check = "HW == 1.5"\nmessage = "m"', "only integer constants"),
+        ('check = "HW > 0"\nmessage = "m"\nwhn = "HW > 1"', r"\[\[requires\]\] entry .*unknown keys \['whn'\]"),
     ],
 )
 def test_bad_requirements_are_refused(tmp_path, requirement, message):

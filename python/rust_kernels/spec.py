@@ -160,6 +160,9 @@ REQUIRED_FIELDS = frozenset({"name", "template", "doc", "dtypes", "args", "grid"
 OPTIONAL_FIELDS = frozenset({"consts", "param_dtypes", "shared_accumulators_per_warp", "requires", "registers",
                              "cooperative"})  # fmt: skip
 SPEC_FIELDS = REQUIRED_FIELDS | OPTIONAL_FIELDS  # what a file's kernel has, and what a variant may set
+CONST_KEYS = frozenset({"name", "type", "doc", "min", "max", "power_of_two"})
+ARG_KEYS = frozenset({"name", "type", "output"})
+REQUIRE_KEYS = frozenset({"when", "check", "message"})
 
 
 @dataclass(frozen=True)
@@ -252,9 +255,18 @@ def _int(path: Path, what: str, value: object) -> int:
     return value
 
 
+def _entry_keys(path: Path, table: str, raw: dict, keys: frozenset[str]) -> None:
+    """Refuses an entry's misspelt key (`ouput = true` would otherwise leave a pointer unchecked as an output)."""
+    unknown = raw.keys() - keys
+    if unknown:
+        raise _fail(path, f"[[{table}]] entry {raw.get('name', raw)!r}: unknown keys {sorted(unknown)} (an entry has "
+                          f"{sorted(keys)})")  # fmt: skip
+
+
 def _const(path: Path, raw: object) -> ConstSpec:
     if not isinstance(raw, dict):
         raise _fail(path, f"each [[consts]] entry must be a table, got {raw!r}")
+    _entry_keys(path, "consts", raw, CONST_KEYS)
     name = _identifier(path, "const", raw.get("name"), CONST)
     if name in GENERIC_NAMES:
         raise _fail(path, f"const {name!r} clashes with the kernel's dtype parameters {sorted(GENERIC_NAMES)}")
@@ -286,6 +298,7 @@ def _const(path: Path, raw: object) -> ConstSpec:
 def _arg(path: Path, raw: object) -> ArgSpec:
     if not isinstance(raw, dict):
         raise _fail(path, f"each [[args]] entry must be a table, got {raw!r}")
+    _entry_keys(path, "args", raw, ARG_KEYS)
     name = _identifier(path, "argument", raw.get("name"), IDENT)
     kind = raw.get("type", "")
     if isinstance(kind, str) and kind.startswith("*const "):
@@ -320,6 +333,7 @@ def _expression(path: Path, text: object, names: set[str]) -> CodeType:
 def _requirement(path: Path, raw: object, names: set[str]) -> Requirement:
     if not isinstance(raw, dict) or "check" not in raw or "message" not in raw:
         raise _fail(path, "each [[requires]] entry needs `check` and `message` (and may have `when`)")
+    _entry_keys(path, "requires", raw, REQUIRE_KEYS)
     when = raw.get("when", "1")
     code = (_expression(path, when, names), _expression(path, raw["check"], names))
     return Requirement(str(when), raw["check"], str(raw["message"]), code)
