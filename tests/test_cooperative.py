@@ -21,23 +21,27 @@ def arrays(dtype: str) -> dict[str, np.ndarray]:
         "y": np.zeros(N, DTYPES[dtype]),
         "partial": np.full(CTAS, np.nan, DTYPES[dtype]),
         "sum": np.zeros(1, DTYPES[dtype]),
-        "state": np.zeros(2, np.uint32),
+        "state": np.zeros(1, np.uint32),
     }
 
 
-def launch_twice(fn, data: dict, ctas: int = CTAS) -> None:
+def launch_twice(fn, data: dict, to_numpy=np.asarray) -> list[list[int]]:
+    """The barrier word after each of two launches (the same word serves the next launch)."""
     args = [data["x"], data["y"], data["partial"], data["sum"], data["state"], N]
-    for _ in range(2):  # the same barrier words serve the next launch
-        fn.launch(ctas, 64, args)
+    states = []
+    for _ in range(2):
+        fn.launch(CTAS, 64, args)
+        states.append(to_numpy(data["state"]).tolist())
+    return states
 
 
-def expect(data: dict, dtype: str, to_numpy=np.asarray) -> None:
+def expect(data: dict, dtype: str, states: list[list[int]], to_numpy=np.asarray) -> None:
     x, y = to_numpy(data["x"]).astype(np.float64), to_numpy(data["y"])
     tight = dtype == "f64"
     np.testing.assert_allclose(y, x / x.sum(), rtol=1e-12 if tight else 1e-5)
     assert abs(float(to_numpy(data["sum"])[0]) - 1) < (1e-12 if tight else 1e-5)
-    # count back at zero, the generation moved on once per grid::sync
-    assert to_numpy(data["state"]).tolist() == [0, 2 * SYNCS]
+    # each grid::sync flips the word's top bit and leaves its low bits at zero: SYNCS (odd) flips a launch
+    assert states == [[1 << 31], [0]]
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -45,8 +49,8 @@ def test_grid_sync_in_the_emulator(dtype):
     kernel = PROGRAM.kernel("grid_share", dtype=dtype)
     assert kernel.spec.cooperative
     data = arrays(dtype)
-    launch_twice(rust_kernels.compile(kernel, target="host").get_kernel(), data)
-    expect(data, dtype)
+    states = launch_twice(rust_kernels.compile(kernel, target="host").get_kernel(), data)
+    expect(data, dtype, states)
 
 
 def test_the_emulator_refuses_a_grid_it_cannot_run_at_once():
@@ -78,8 +82,7 @@ def test_grid_sync_on_the_gpu(dtype):
     fn = rust_kernels.compile(PROGRAM.kernel("grid_share", dtype=dtype), arch="sm_90").get_kernel()
 
     data = {name: torch.from_numpy(a).cuda() for name, a in arrays(dtype).items()}
-    launch_twice(fn, data)
-    torch.cuda.synchronize()
-    expect(data, dtype, lambda t: t.cpu().numpy())
+    states = launch_twice(fn, data, lambda t: t.cpu().numpy())
+    expect(data, dtype, states, lambda t: t.cpu().numpy())
     with pytest.raises(ArgumentError, match=r"grid: grid_share__.* is cooperative"):
         fn.launch(1 << 20, 64, [data["x"], data["y"], data["partial"], data["sum"], data["state"], N])

@@ -6,12 +6,12 @@
 /// Waits until every thread of every CTA of the grid has reached this call; what any thread wrote to global memory
 /// before it is visible to every thread after it.
 ///
-/// `state` points at two `u32` of global memory (an arrival count and a generation), zero before the first launch
-/// that uses them; each `sync` leaves the count at zero, so the same words serve every later launch. Every thread of
+/// `state` points at one `u32` of global memory, zero before the first launch that uses it; each `sync` flips its top
+/// bit and leaves its low bits at zero, so the same word serves every later launch. Every thread of
 /// every CTA must call `sync` the same number of times, and no thread may return before a `sync` the others reach.
 ///
 /// # Safety
-/// `state` must be valid for two `u32` for the whole launch and used by no other launch running meanwhile; the
+/// `state` must be valid for one `u32` for the whole launch and used by no other launch running meanwhile; the
 /// launch must be cooperative.
 #[inline(always)]
 pub unsafe fn sync(state: *mut u32) {

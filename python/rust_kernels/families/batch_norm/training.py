@@ -492,25 +492,25 @@ def persistent(which: str, shape: common.Shape4, dtype: str, param: str, vectori
                activation: int = 0) -> Plan:  # fmt: skip
     """The persistent forward or backward (channels_last, one cooperative launch): grid [C / lanes / cols, SPLIT], the
     fewest slices whose threads hold every row at `units` rows each; partials [SPLIT][C][width] and grid::sync's
-    words as workspaces."""
+    word as workspaces."""
     split = persistent_split(shape, units, cols)
     groups = shape[1] // lanes(vectorized, dtype)
     kernel = PERSISTENT[which, bool(activation)](REDUCTION_BLOCK, vectorized, units, *_activation(activation),
                                                  dtype=dtype, param_dtype=param)  # fmt: skip
     width = 3 if which == "forward" else 2
-    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 2))
+    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 1))
     return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
 
 
 def cooperative(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, cols: int, split: int,
                 activation: int = 0) -> Plan:  # fmt: skip
     """The cooperative forward or backward (channels_last, one cooperative launch, rows read twice): grid
-    [C / lanes / cols, split]; partials [split][C][width] and grid::sync's words as workspaces."""
+    [C / lanes / cols, split]; partials [split][C][width] and grid::sync's word as workspaces."""
     groups = shape[1] // lanes(vectorized, dtype)
     kernel = COOPERATIVE[which, bool(activation)](REDUCTION_BLOCK, vectorized, *_activation(activation), dtype=dtype,
                                                   param_dtype=param)  # fmt: skip
     width = 3 if which == "forward" else 2
-    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 2))
+    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 1))
     return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
 
 

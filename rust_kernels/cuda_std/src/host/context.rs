@@ -115,14 +115,14 @@ impl Launch {
 
     /// Thread 0 of `current`'s CTA in `grid::sync`: waits until every CTA has arrived. Fails the launch where that
     /// can never happen (a CTA ended without arriving), and leaves where another CTA failed. The last to arrive
-    /// moves the generation word (`words[1]`) on, as on the GPU.
-    pub fn grid_sync(&self, current: &Current, words: *mut u32) {
+    /// flips the barrier word's top bit, as the GPU's arrivals do.
+    pub fn grid_sync(&self, current: &Current, word: *mut u32) {
         let ctas = self.grid.iter().product::<u32>();
         let mut state = self.grid_state();
         state.arrived += 1;
         if state.arrived == ctas {
-            // SAFETY: `grid::sync`'s caller vouches for the two words (checked launches have bounds-checked them).
-            unsafe { AtomicU32::from_ptr(words.add(1)) }.fetch_add(1, Relaxed);
+            // SAFETY: `grid::sync`'s caller vouches for the word (checked launches have bounds-checked it).
+            unsafe { AtomicU32::from_ptr(word) }.fetch_xor(1 << 31, Relaxed);
             state.arrived = 0;
             state.generation += 1;
             self.barrier_cv.notify_all();

@@ -1,6 +1,6 @@
 //! `grid::sync` over the launch's CTAs, which a cooperative launch runs at once. The barrier is the launch's own (so
-//! a CTA that never arrives fails the launch instead of hanging it); `state`'s words are bounds-checked and left as
-//! the GPU leaves them (the count at zero, the generation moved on).
+//! a CTA that never arrives fails the launch instead of hanging it); `state`'s word is bounds-checked and left as the
+//! GPU leaves it (its top bit flipped, its low bits as they were).
 
 use super::context::{coords, with_current};
 use super::thread::sync_threads;
@@ -11,7 +11,7 @@ pub unsafe fn sync(state: *mut u32) {
     with_current("grid::sync", |current| {
         let launch = &current.cta.launch;
         if launch.checked {
-            current.check_element(state.expose_provenance(), 1, 4, 4, "read");
+            current.check_element(state.expose_provenance(), 0, 4, 4, "read");
         }
         if !launch.cooperative {
             current.fail(format!(
