@@ -206,3 +206,29 @@ def test_tune_summary_reports_the_gain_over_the_rule():
              tuning.Timed("k3", "a", 9.0, "c", 3.0)]  # fmt: skip
     assert tune.summary(timed) == ("tune: 3 keys timed; the rule's plan lost on 2; rule / best time: median "
                                    "2.000x, max 3.000x")  # fmt: skip
+
+
+def test_an_interrupted_check_reports_the_cases_that_ran_and_exits_130(monkeypatch, capsys):
+    """Ctrl-C, or a time limit's SIGTERM (turned into the same interrupt while check runs), mid-run: the table and
+    the count of the cases checked so far, then exit 130; the SIGTERM handler is the caller's again afterwards."""
+    import signal
+
+    done = []
+
+    def third_interrupts(family, plan, shape, backend):
+        if len(done) == 2:
+            raise KeyboardInterrupt
+        done.append(shape)
+        return _result()
+
+    monkeypatch.setattr(check, "check_one", third_interrupts)
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["check", "--backend", "host", "--kernel", "batch_norm_2d_warp_forward"]) == cli.INTERRUPTED == 130
+    out = capsys.readouterr().out
+    total = int(re.search(r"interrupted after 2 of (\d+) cases", out).group(1))
+    assert total > 2 and "2 passed, 0 failed" in out and re.search(r"^family\s+plan \(kernel, dtype\)", out, re.M)
+    assert signal.getsignal(signal.SIGTERM) is before
+    # the handler installed while check runs turns SIGTERM into that interrupt
+    monkeypatch.setattr(check, "check_one", lambda *_: signal.raise_signal(signal.SIGTERM))
+    assert cli.main(["check", "--backend", "host", "--kernel", "batch_norm_2d_warp_forward"]) == 130
+    assert "interrupted after 0 of" in capsys.readouterr().out

@@ -158,16 +158,21 @@ def run(backend: str, selected: list[Family] | None = None, out: TextIO = sys.st
     """Checks every family over its suite (only the plans `where` accepts, where given); prints one line per failure
     and a table per family, returns results."""
     todo = [c for c in cases(backend, selected) if where is None or where(c[1])]
-    if backend == "host":
-        build_for_host(plan for _, plan, _ in todo)
-    results = []
-    with Progress(f"check ({backend})", len(todo)) as progress:
-        for family, plan, shape in todo:
-            progress.advance(f"{plan.label} {shape}")
-            result = check_one(family, plan, shape, backend)
-            if not result.passed:
-                progress.write(f"FAIL {family.name}: {plan.label} {shape}: {result.error or figures(result)}")
-            results.append(result)
+    results: list[Result] = []
+    try:
+        if backend == "host":
+            build_for_host(plan for _, plan, _ in todo)
+        with Progress(f"check ({backend})", len(todo)) as progress:
+            for family, plan, shape in todo:
+                progress.advance(f"{plan.label} {shape}")
+                result = check_one(family, plan, shape, backend)
+                if not result.passed:
+                    progress.write(f"FAIL {family.name}: {plan.label} {shape}: {result.error or figures(result)}")
+                results.append(result)
+    except KeyboardInterrupt:  # Ctrl-C, or a time limit's SIGTERM (the CLI's): what ran is reported, then it stops
+        print(f"interrupted after {len(results)} of {len(todo)} cases", file=out)
+        report(results, out)
+        raise
     report(results, out)
     return results
 

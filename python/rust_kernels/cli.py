@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 from pathlib import Path
 
 from rust_kernels.errors import RustKernelsError
 from rust_kernels.kernels import instances
+
+INTERRUPTED = 130  # `check` stopped by Ctrl-C or SIGTERM, having reported the cases that ran (as a shell codes SIGINT)
 
 
 def _build_all(archs: list[str], export: Path | None = None, jobs: int = 1) -> int:
@@ -73,7 +76,14 @@ def _check(backend: str, family: list[str] | None = None, kernels: list[str] | N
         return 2
     selected = [registry.family(name) for name in family] if family else None
     where = (lambda plan: check.launches(plan, kernels)) if kernels else None
-    results = check.run(backend, selected, sys.stdout, where)
+    # A time limit's SIGTERM (`timeout`, a batch system) interrupts as Ctrl-C does: the cases that ran are reported.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        results = check.run(backend, selected, sys.stdout, where)
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if not results:
         what = f"no case launches {', '.join(kernels)}" if kernels else "no family has cases for this backend"
         print(f"error: no check ran ({what})", file=sys.stderr)
