@@ -77,6 +77,7 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
     BatchNorm2dWarpForwardAct,
     BatchNorm2dWarpForwardChannelsLast,
     BatchNorm2dWarpForwardChannelsLastAct,
+    Kernel,
 )
 from rust_kernels.runtime import Placement, Plan, Problem, Workspace
 
@@ -497,9 +498,8 @@ def persistent(which: str, shape: common.Shape4, dtype: str, param: str, vectori
     groups = shape[1] // lanes(vectorized, dtype)
     kernel = PERSISTENT[which, bool(activation)](REDUCTION_BLOCK, vectorized, units, *_activation(activation),
                                                  dtype=dtype, param_dtype=param)  # fmt: skip
-    width = 3 if which == "forward" else 2
-    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 1))
-    return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+    return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)),
+                exchange_spaces(which, kernel, shape[1], split))  # fmt: skip
 
 
 def cooperative(which: str, shape: common.Shape4, dtype: str, param: str, vectorized: int, cols: int, split: int,
@@ -509,9 +509,15 @@ def cooperative(which: str, shape: common.Shape4, dtype: str, param: str, vector
     groups = shape[1] // lanes(vectorized, dtype)
     kernel = COOPERATIVE[which, bool(activation)](REDUCTION_BLOCK, vectorized, *_activation(activation), dtype=dtype,
                                                   param_dtype=param)  # fmt: skip
+    return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)),
+                exchange_spaces(which, kernel, shape[1], split))  # fmt: skip
+
+
+def exchange_spaces(which: str, kernel: Kernel, channels: int, split: int) -> tuple[Workspace, Workspace]:
+    """The one-launch kernels' exchange (persistent, cooperative): partials [split][C][width] in the accumulation type
+    and grid::sync's word."""
     width = 3 if which == "forward" else 2
-    spaces = (Workspace("workspace", kernel.dtype_info.acc, shape[1] * split * width), Workspace("barrier", "u32", 1))
-    return Plan(kernel, (groups // cols, split, 1), (("SPLIT", split), ("COLS", cols)), spaces)
+    return Workspace("workspace", kernel.dtype_info.acc, channels * split * width), Workspace("barrier", "u32", 1)
 
 
 def unit_columns(shape: common.Shape4, dtype: str, vectorized: int) -> tuple[int, int] | None:
