@@ -239,6 +239,52 @@ def test_a_variant_named_as_another_files_kernel_is_refused(tmp_path):
         load_specs(tmp_path)
 
 
+ACTIVATION = 'name = "ACTIVATION"\nmax = 4'  # VARIANT's entry
+SHARED = """[[consts]]
+name = "ACTIVATION"
+type = "u32"
+doc = "the activation"
+min = 1
+max = 4
+"""
+
+
+def test_a_shared_const_is_the_definition_in_the_directorys_consts_toml(tmp_path):
+    """`shared = true`: the const as consts.toml defines it, the same as declaring it in place; consts.toml is no
+    spec of its own."""
+    inline = GOOD + VARIANT.replace(ACTIVATION, 'name = "ACTIVATION"\ntype = "u32"\ndoc = "the activation"\nmax = 4')
+    (_, expected) = parse_specs(write(tmp_path, inline))
+    write(tmp_path, SHARED, "consts.toml")
+    taken = VARIANT.replace(ACTIVATION, 'name = "ACTIVATION"\nshared = true')
+    (_, variant) = parse_specs(write(tmp_path, GOOD + taken))
+    assert variant == expected
+    assert [s.name for s in load_specs(tmp_path)] == ["batch_norm_2d_nchw_backward", "nchw_backward_act"]
+    # the catalogue's: training.ACTIVATIONS numbers the ops' activations as the templates do, over the shared range
+    from rust_kernels.families.batch_norm import training
+
+    (activation,) = [c for k in load_specs(FAMILY) for c in k.consts if c.name == "ACTIVATION"][:1]
+    assert sorted(training.ACTIVATIONS.values()) == activation.values()
+
+
+@pytest.mark.parametrize(
+    ("consts", "entry", "message"),
+    [
+        (None, "shared = true", r"consts\.toml: cannot be read"),
+        (SHARED, "shared = true\nmax = 2", r"entry 'ACTIVATION': a shared const's entry holds its name and `shared"),
+        (SHARED, "shared = false", r"entry 'ACTIVATION': a shared const's entry holds its name and `shared"),
+        (SHARED.replace('"ACTIVATION"', '"ACT"'), "shared = true", r"'ACTIVATION' is not defined in .*\['ACT'\]"),
+        (SHARED.replace("max = 4", "max = 4\nshared = true"), "shared = true", r"none of them is shared itself"),
+        ("colour = 1\n" + SHARED, "shared = true", r"consts\.toml: unknown fields \['colour'\]"),
+        (SHARED.replace("max = 4", ""), "shared = true", r"consts\.toml: const ACTIVATION needs a max"),
+    ],
+)
+def test_bad_shared_consts_are_refused_naming_the_file(tmp_path, consts, entry, message):
+    if consts is not None:
+        write(tmp_path, consts, "consts.toml")
+    with pytest.raises(SpecError, match=message):
+        parse_specs(write(tmp_path, GOOD + VARIANT.replace(ACTIVATION, 'name = "ACTIVATION"\n' + entry)))
+
+
 def test_a_const_without_max_is_refused_quickly(tmp_path):
     """Issue 9.8: a const without max enumerated 2^31 values at import (MemoryError after 17 s)."""
     import time

@@ -1,7 +1,8 @@
 """Kernel specs: one TOML file per kernel (and its [[variants]]), validated here. A spec is the single schema from
 which the Rust signature, the entry point, the Python argument packer and the launch checks are derived. Its
 template (the kernel body, a Jinja2 template or plain Rust) sits in the spec's own directory; templates shared by
-every kernel (the entry point, reductions) come from the package's codegen/templates.
+every kernel (the entry point, reductions) come from the package's codegen/templates. Consts that several specs of a
+directory declare alike are defined once in its consts.toml (SHARED_CONSTS).
 
 Every problem is refused when the spec is loaded, with the file and the field named.
 """
@@ -30,6 +31,7 @@ CONST = re.compile(r"[A-Z][A-Z0-9_]*")
 MAX_CONST_VALUES = 4096  # a const enumerates its values (catalogue instances, checks): keep that bounded
 MAX_INSTANCES = 65536  # per spec: dtypes x parameter dtypes x every const's values (each may be built)
 SHARED_PREFIX = "rust_kernels/"  # the package's shared templates, which no kernel's own template can shadow
+SHARED_CONSTS = "consts.toml"  # a spec directory's [[consts]] that its specs take by name (`shared = true`): no spec
 CONST_RANGES = {"u32": (0, 2**32 - 1), "i32": (-(2**31), 2**31 - 1), "usize": (0, 2**64 - 1)}
 # A const becomes the descriptor attribute of its lower-cased name: it may not be one the descriptor has already.
 RESERVED_FIELDS = frozenset(
@@ -266,6 +268,8 @@ def _entry_keys(path: Path, table: str, raw: dict, keys: frozenset[str]) -> None
 def _const(path: Path, raw: object) -> ConstSpec:
     if not isinstance(raw, dict):
         raise _fail(path, f"each [[consts]] entry must be a table, got {raw!r}")
+    if "shared" in raw:
+        return _shared_const(path, raw)
     _entry_keys(path, "consts", raw, CONST_KEYS)
     name = _identifier(path, "const", raw.get("name"), CONST)
     if name in GENERIC_NAMES:
@@ -293,6 +297,27 @@ def _const(path: Path, raw: object) -> ConstSpec:
     if not const.values():
         raise _fail(path, f"const {name} accepts no value")
     return const
+
+
+def _shared_const(path: Path, raw: dict) -> ConstSpec:
+    """An entry `{name = "X", shared = true}`: the const X as the directory's consts.toml defines it, so that the
+    specs declaring it alike (batch_norm's ACTIVATION) have one definition to change."""
+    name, shared = raw.get("name"), path.with_name(SHARED_CONSTS)
+    if path == shared:
+        raise _fail(path, f"const {name!r}: the entries here define the shared consts, none of them is shared itself")
+    if raw["shared"] is not True or raw.keys() != {"name", "shared"}:
+        raise _fail(path, f"[[consts]] entry {name!r}: a shared const's entry holds its name and `shared = true` only "
+                          f"(its definition is in {SHARED_CONSTS})")  # fmt: skip
+    raw_shared = _read(shared)
+    _known_fields(shared, raw_shared, frozenset({"consts"}))
+    definitions = raw_shared.get("consts", [])
+    if not isinstance(definitions, list):
+        raise _fail(shared, "consts must be a list of [[consts]] tables")
+    for definition in definitions:
+        if isinstance(definition, dict) and definition.get("name") == name:
+            return _const(shared, definition)
+    known = [d.get("name") for d in definitions if isinstance(d, dict)]
+    raise _fail(path, f"shared const {name!r} is not defined in {shared} (it defines {known})")
 
 
 def _arg(path: Path, raw: object) -> ArgSpec:
@@ -367,12 +392,7 @@ def _template(path: Path, value: object) -> str:
 def parse_specs(path: Path) -> tuple[KernelSpec, ...]:
     """Reads and validates one spec file: its kernel, then each of its [[variants]]; raises SpecError naming the
     file, the variant and the field."""
-    try:
-        raw = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise _fail(path, f"not valid TOML: {err}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise _fail(path, f"cannot be read: {err}") from None
+    raw = _read(path)
     _known_fields(path, raw, SPEC_FIELDS | {"variants"})
     variants = raw.pop("variants", [])
     if not isinstance(variants, list):
@@ -391,10 +411,19 @@ def parse_specs(path: Path) -> tuple[KernelSpec, ...]:
     return tuple(specs)
 
 
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise _fail(path, f"not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise _fail(path, f"cannot be read: {err}") from None
+
+
 def _known_fields(path: Path, raw: dict, known: frozenset[str]) -> None:
     unknown = raw.keys() - known
     if unknown:
-        raise _fail(path, f"unknown fields {sorted(unknown)} (a spec has {sorted(known)})")
+        raise _fail(path, f"unknown fields {sorted(unknown)} (it has {sorted(known)})")
 
 
 def _variant(path: Path, base: dict, raw: object) -> dict:
@@ -499,11 +528,12 @@ def _spec(path: Path, raw: dict) -> KernelSpec:
 
 
 def load_specs(directory: Path) -> tuple[KernelSpec, ...]:
-    """Every kernel of the spec files (*.toml) in `directory`, sorted by name; names and class names must be
-    unique."""
+    """Every kernel of the spec files (*.toml but consts.toml) in `directory`, sorted by name; names and class names
+    must be unique."""
     if not directory.is_dir():
         raise SpecError(f"{directory}: not a directory of kernel specs")
-    specs = tuple(sorted((s for p in directory.glob("*.toml") for s in parse_specs(p)), key=lambda s: s.name))
+    files = (p for p in directory.glob("*.toml") if p.name != SHARED_CONSTS)
+    specs = tuple(sorted((s for p in files for s in parse_specs(p)), key=lambda s: s.name))
     check_unique(specs)
     return specs
 
