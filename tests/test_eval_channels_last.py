@@ -92,6 +92,36 @@ def test_channels_last_errors_name_the_argument_and_the_op_that_reads_it():
         ops.batch_norm_2d_forward(x24, ones, ones, ones, ones, False, backend="host", plan=one_cta)
 
 
+def test_the_forwards_load_their_coefficients_in_packs_where_the_parameters_are_aligned_to_them():
+    """Parameters aligned to x's packs: the _packed kernels, a thread's weight, bias and statistics in packs; 4 bytes
+    past a 16-byte boundary (views into a larger array): the kernels loading them one at a time, x still in packs.
+    y bit for bit the NCHW op's either way; a packed plan forced on such parameters is refused, naming them."""
+    _, x, *params = inputs()
+    shifted = [np.concatenate((a[:1], a))[1:] for a in params]  # the same values at an address 4 bytes further
+    assert all(a.ctypes.data % 16 == 4 for a in shifted) and all(a.ctypes.data % 16 == 0 for a in params)
+    y_nchw = ops.batch_norm_2d_nchw_forward_inference(x, *params, eps=EPS, backend="host")
+    residual = channels_last(np.ones(SHAPE, np.float32))
+    calls = [(forward.NATIVE, (channels_last(x),), (False, 0.1, EPS)),
+             (frozen_fused.ACT_FORWARD, (channels_last(x),), (EPS, "relu")),
+             (frozen_fused.ADD_RELU_FORWARD, (channels_last(x), residual), (EPS,))]  # fmt: skip
+    for op, streamed, scalars in calls:
+        ys = []
+        for per_channel, packed in ((params, True), (shifted, False)):
+            named, problem = op.problem((*streamed, *per_channel), scalars, "host")
+            plan = op.plan_for(named, problem, "host")
+            assert plan.kernel.vectorized == 1 and (type(plan.kernel) in frozen.PACKED.values()) == packed, plan.label
+            out = op(*streamed, *per_channel, *scalars, backend="host")
+            ys.append(out[0] if isinstance(out, tuple) else out)
+        assert np.array_equal(*ys), op.name
+    y = ops.batch_norm_2d_forward(channels_last(x), *shifted, False, 0.1, EPS, backend="host")[0]
+    assert np.array_equal(y, y_nchw)
+    packed = frozen.plan("forward", SHAPE, "f32", "f32", 16, 1, coefficients=16)
+    assert type(packed.kernel) is frozen.PACKED[frozen.BatchNorm2dFrozenForwardChannelsLast]
+    refused = r"weight, bias, running_mean and running_var 16-byte aligned"
+    with pytest.raises(ArgumentError, match=refused):
+        ops.batch_norm_2d_forward(channels_last(x), *shifted, False, 0.1, EPS, backend="host", plan=packed)
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_the_forward_rule_gives_a_unit_a_thread_within_one_wave_and_at_least_four_past_it(dtype):
     """One wave of 2048-thread SMs: a unit a thread while the tensor's units fit it; past it the training normalize's

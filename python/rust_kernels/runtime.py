@@ -97,10 +97,12 @@ class Problem:
 @dataclass(frozen=True)
 class Placement:
     """What a plan depends on besides the problem: the alignment (a power of two up to 16) the op's streamed
-    arrays share and the SMs to fill (1 in the emulator)."""
+    arrays share, the SMs to fill (1 in the emulator) and the alignment its `coefficients` arrays share (0 where it
+    names none): a plan may load those in packs too where they allow it, and streams in packs where they do not."""
 
     alignment: int
     sms: int
+    coefficients: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,9 @@ class Plan:
 class Op:
     """One op's declaration. `describe(arrays, scalars, backend)` checks the arrays (by name) and the checked scalars
     and returns the Problem; `choose(problem, placement)` the plan; `aligned`: the arrays whose addresses the plans
-    care about; `orders(scalars)`: the memory orders besides C's its kernels read with these scalars (by name;
+    care about; `coefficients`: the small arrays (per channel) a plan may load in packs where they are aligned, whose
+    alignment is Placement.coefficients, apart from `aligned`'s (unaligned ones do not stop x streaming in packs);
+    `orders(scalars)`: the memory orders besides C's its kernels read with these scalars (by name;
     channels_last: (0, 2, 3, 1)), which callers keep rather than copy to contiguous; `kernels`: the kernel classes its
     plans use (a forced plan must use one); `fits(plan, problem)`: why a forced plan cannot run this problem (its
     kernels read another memory order or mode), or None; `candidates(problem, placement)`: the plans the autotuner
@@ -165,6 +169,7 @@ class Op:
     choose: Callable[[Problem, Placement], Plan]
     kernels: tuple[type[Kernel], ...]
     aligned: tuple[str, ...] = ()
+    coefficients: tuple[str, ...] = ()
     orders: Callable[[dict[str, Any]], tuple[tuple[int, ...], ...]] | None = None
     fits: Callable[[Plan, Problem], str | None] | None = None
     candidates: Callable[[Problem, Placement], Sequence[Plan]] | None = None
@@ -225,8 +230,10 @@ class Op:
         by_name = named | dict(zip((o.name for o in self.outputs), outputs, strict=False))
         streamed = [by_name[n] for n in self.aligned if by_name.get(n) is not None]
         alignment = math.gcd(16, *(arrays.address(a) for a in streamed))
+        small = [by_name[n] for n in self.coefficients if by_name.get(n) is not None]
+        coefficients = math.gcd(16, *(arrays.address(a) for a in small)) if small else 0
         device = device_of(named, backend)
-        placement = Placement(alignment, _sms(backend, device))
+        placement = Placement(alignment, _sms(backend, device), coefficients)
         if backend == "cuda" and stream is not None and self.candidates is not None:
             from rust_kernels import driver, tuning
 

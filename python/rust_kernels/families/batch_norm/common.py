@@ -121,6 +121,9 @@ BLOCK_HW = Scalar("block_hw", None, check_block, "int?")
 DETERMINISTIC = Scalar("deterministic", True, check_flag("deterministic"), "bool")
 TRAINING = Scalar("training", False, check_flag("training"), "bool")
 MOMENTUM = Scalar("momentum", 0.1, check_momentum, "float")
+# The per-channel inputs of a forward, whose alignment (Op.coefficients) lets the channels_last eval forwards load a
+# thread's coefficients in packs as wide as x's.
+PARAMETERS = ("weight", "bias", "running_mean", "running_var")
 STATISTICS = (Input("running_mean"), Input("running_var"))
 MUTATED_STATISTICS = (Input("running_mean", mutated=True), Input("running_var", mutated=True))  # training updates them
 

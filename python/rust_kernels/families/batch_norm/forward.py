@@ -181,9 +181,7 @@ NCHW = Op(
     inputs=ARRAYS,
     scalars=(common.EPS, common.BLOCK_HW),
     outputs=(Output("y", like="x"),),
-    describe=common.describe(
-        "batch_norm_2d_nchw_forward_inference", "x", ("x",), ("weight", "bias", "running_mean", "running_var")
-    ),
+    describe=common.describe("batch_norm_2d_nchw_forward_inference", "x", ("x",), common.PARAMETERS),
     choose=choose,
     kernels=KERNELS + frozen.FORWARD_KERNELS,
     aligned=("x", "y"),
@@ -208,13 +206,12 @@ NATIVE = Op(
         Output("save_mean", like="running_mean", shape=_saved, sum=True, dtype=_acc),
         Output("save_invstd", like="running_mean", shape=_saved, sum=True, dtype=_acc),
     ),
-    describe=common.describe(
-        "batch_norm_2d_forward", "x", ("x",), ("weight", "bias", "running_mean", "running_var"), eval_channels_last=True
-    ),
+    describe=common.describe("batch_norm_2d_forward", "x", ("x",), common.PARAMETERS, eval_channels_last=True),
     choose=_choose_native,
     candidates=_candidates_native,
     kernels=KERNELS + training.FORWARD_KERNELS + frozen.FORWARD_KERNELS,
     aligned=("x", "y"),
+    coefficients=common.PARAMETERS,
     orders=common.native_orders,
     fits=training.fits,
     torch=True,

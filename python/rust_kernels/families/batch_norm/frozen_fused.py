@@ -24,13 +24,13 @@ from rust_kernels.kernels import (  # type: ignore[attr-defined]
 )
 from rust_kernels.runtime import Gradient, Input, Op, Output, Placement, Plan, Problem
 
-ACT_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAct,)
+ACT_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAct, frozen.PACKED[BatchNorm2dFrozenForwardAct])
 ACT_BACKWARD_KERNELS = (
     backward.BatchNorm2dNchwBackwardSplitAct,
     backward.BatchNorm2dFrozenBackwardGroupedAct,
     frozen.BatchNorm2dFrozenBackwardChannelsLastAct,
 )
-ADD_RELU_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAddRelu,)
+ADD_RELU_FORWARD_KERNELS = (BatchNorm2dFrozenForwardAddRelu, frozen.PACKED[BatchNorm2dFrozenForwardAddRelu])
 ADD_RELU_BACKWARD_KERNELS = (BatchNorm2dAddReluMask, *backward.KERNELS, *frozen.BACKWARD_KERNELS)
 
 
@@ -40,16 +40,19 @@ def _layout(problem: Problem, placement: Placement) -> tuple[Any, ...]:
 
 
 # --- forward ---------------------------------------------------------------------------------------------------------
-def _launch(kind: type, problem: Problem, placement: Placement, channels_last: bool, ctas: int | None = None) -> Plan:
+def _launch(kind: type, problem: Problem, placement: Placement, channels_last: bool, ctas: int | None = None,
+            packed: bool = True) -> Plan:  # fmt: skip
     """The elementwise launch of `kind` reading `channels_last` memory in the widest pack the arrays allow, on `ctas`
     CTAs, by default the training normalize's grid, for channels_last the eval forward's (frozen.forward_grid), fusing
-    the call's activation where `kind` has one."""
+    the call's activation where `kind` has one; with `packed`, its coefficients in packs where the parameters'
+    alignment allows (frozen.elementwise)."""
     shape, dtype, param, alignment, sms, _ = _layout(problem, placement)
     mode = training.elementwise_mode(shape, dtype, alignment, channels_last)
     if ctas is None and channels_last:
         ctas = frozen.forward_grid(shape, dtype, mode, sms)
     fused = training.activation_of(problem)
-    return training.elementwise(kind, shape, dtype, param, mode, channels_last, sms, ctas, fused)
+    coefficients = placement.coefficients if packed else 0
+    return frozen.elementwise(kind, shape, dtype, param, mode, channels_last, sms, ctas, fused, coefficients)
 
 
 def _forward(kind: type, problem: Problem, placement: Placement) -> Plan:
@@ -64,14 +67,14 @@ def _forward(kind: type, problem: Problem, placement: Placement) -> Plan:
 def _forward_candidates(kind: type, problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     """The rule's plan, then per memory format the kernels may read (both where H*W = 1) the grids at half, once
     and twice the training normalize's and those giving each thread frozen.UNITS_PER_THREAD units (the frozen
-    forward's candidates)."""
+    forward's candidates), each with and without the coefficients in packs where they may be."""
     shape, dtype, _, alignment, sms, channels_last = _layout(problem, placement)
     out = [_forward(kind, problem, placement)]
     for layout in common.layouts(shape, channels_last):
         mode = training.elementwise_mode(shape, dtype, alignment, layout)
         grids = (*training.grids_around(shape, dtype, mode, layout, sms),
                  *frozen.thread_grids(shape, dtype, mode, layout))  # fmt: skip
-        out += [_launch(kind, problem, placement, layout, ctas) for ctas in grids]
+        out += [_launch(kind, problem, placement, layout, ctas, packed) for ctas in grids for packed in (True, False)]
     return tuple(dict.fromkeys(out))
 
 
@@ -128,7 +131,6 @@ def _describe(name: str, same: tuple[str, ...], per_channel: tuple[str, ...]) ->
     return common.describe(name, "x", same, per_channel, eval_channels_last=True)
 
 
-PARAMETERS = ("weight", "bias", "running_mean", "running_var")
 ACT_FORWARD = Op(
     name="batch_norm_2d_act_eval_forward",
     doc="""y = act((x - running_mean) / sqrt(running_var + eps) * weight + bias), act `activation` ("relu", "silu",
@@ -138,11 +140,12 @@ ACT_FORWARD = Op(
     inputs=(Input("x"), Input("weight"), Input("bias"), *common.STATISTICS),
     scalars=(common.EPS, activation.ACTIVATION),
     outputs=(Output("y", like="x"),),
-    describe=_describe("batch_norm_2d_act_eval_forward", ("x",), PARAMETERS),
+    describe=_describe("batch_norm_2d_act_eval_forward", ("x",), common.PARAMETERS),
     choose=lambda problem, placement: _forward(BatchNorm2dFrozenForwardAct, problem, placement),
     candidates=lambda problem, placement: _forward_candidates(BatchNorm2dFrozenForwardAct, problem, placement),
     kernels=ACT_FORWARD_KERNELS,
     aligned=("x", "y"),
+    coefficients=common.PARAMETERS,
     orders=common.native_orders,
     fits=_fits_activation,
     torch=True,
@@ -160,7 +163,7 @@ ACT_BACKWARD = Op(
     inputs=(Input("dy"), Input("x"), Input("weight"), Input("bias"), *common.STATISTICS),
     scalars=(common.EPS, activation.ACTIVATION),
     outputs=backward.OUTPUTS,
-    describe=_describe("batch_norm_2d_act_eval_backward", ("x", "dy"), PARAMETERS),
+    describe=_describe("batch_norm_2d_act_eval_backward", ("x", "dy"), common.PARAMETERS),
     choose=_act_backward,
     candidates=_act_backward_candidates,
     kernels=ACT_BACKWARD_KERNELS,
@@ -179,11 +182,12 @@ ADD_RELU_FORWARD = Op(
     inputs=(Input("x"), Input("residual"), Input("weight"), Input("bias"), *common.STATISTICS),
     scalars=(common.EPS,),
     outputs=(Output("y", like="x"),),
-    describe=_describe("batch_norm_2d_add_relu_eval_forward", ("x", "residual"), PARAMETERS),
+    describe=_describe("batch_norm_2d_add_relu_eval_forward", ("x", "residual"), common.PARAMETERS),
     choose=lambda problem, placement: _forward(BatchNorm2dFrozenForwardAddRelu, problem, placement),
     candidates=lambda problem, placement: _forward_candidates(BatchNorm2dFrozenForwardAddRelu, problem, placement),
     kernels=ADD_RELU_FORWARD_KERNELS,
     aligned=("x", "residual", "y"),
+    coefficients=common.PARAMETERS,
     orders=common.native_orders,
     fits=training.layout_fits,
     torch=True,
@@ -198,7 +202,9 @@ ADD_RELU_BACKWARD = Op(
     inputs=(Input("dy"), Input("y"), Input("x"), Input("weight"), *common.STATISTICS),
     scalars=(common.EPS,),
     outputs=residual.BACKWARD_OUTPUTS,
-    describe=_describe("batch_norm_2d_add_relu_eval_backward", ("x", "dy", "y"), PARAMETERS[:1] + PARAMETERS[2:]),
+    describe=_describe(
+        "batch_norm_2d_add_relu_eval_backward", ("x", "dy", "y"), common.PARAMETERS[:1] + common.PARAMETERS[2:]
+    ),
     choose=_add_relu_backward,
     candidates=_add_relu_backward_candidates,
     kernels=ADD_RELU_BACKWARD_KERNELS,

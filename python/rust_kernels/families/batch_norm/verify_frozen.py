@@ -57,15 +57,17 @@ class FrozenForward(_Frozen, verify.ForwardInference):
 
     def plans(self, backend: str, shape: tuple[int, ...], dtype: str, exhaustive: bool = False) -> list[Plan]:
         """Every pack C allows, with the rule's grid and, where every grid is checked, the fewest CTAs that keep each
-        thread on one column of channel units."""
+        thread on one column of channel units; each with the coefficients loaded one at a time and, where the pack
+        holds more than one lane, in packs (the arrays check allocates are 16-byte aligned)."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else verify.LISTED_SMS
         out = []
         for vectorized in verify_training.packs(shape, storage, True):
-            out.append(frozen.forward(shape, storage, param, vectorized, sms))  # type: ignore[arg-type]
+            grids = [None]
             if self._every(backend, dtype):
-                fewest = training.column_step(shape, storage, vectorized)
-                out.append(frozen.forward(shape, storage, param, vectorized, sms, fewest))  # type: ignore[arg-type]
+                grids.append(training.column_step(shape, storage, vectorized))
+            out += [frozen.forward(shape, storage, param, vectorized, sms, ctas, packs)  # type: ignore[arg-type]
+                    for ctas in grids for packs in (0, 16)]  # fmt: skip
         return list(dict.fromkeys(out))
 
 

@@ -68,7 +68,8 @@ class _EvalFused(verify_frozen._Frozen):
     def _forward_plans(self, kind: type, backend: str, shape: tuple[int, ...], dtype: str, codes: tuple[int, ...]
                        ) -> list[Plan]:  # fmt: skip
         """Both layouts, every pack their runs allow (NCHW's flat packs where they fit), with the rule's grid and,
-        where every grid is checked, one CTA striding over everything; per activation code (0: none)."""
+        where every grid is checked, one CTA striding over everything; per activation code (0: none); channels_last
+        with the coefficients loaded one at a time and, where the pack holds more than one lane, in packs."""
         storage, param = common.split_key(dtype)
         sms = 1 if backend == "host" else verify.LISTED_SMS
         out = []
@@ -81,8 +82,8 @@ class _EvalFused(verify_frozen._Frozen):
                     grids = [None]
                     if self._every(backend, dtype):
                         grids.append(training.column_step(shape, storage, mode) if channels_last else 1)  # type: ignore[arg-type]
-                    out += [training.elementwise(kind, shape, storage, param, mode, channels_last, sms, ctas, code)  # type: ignore[arg-type]
-                            for ctas in grids]  # fmt: skip
+                    out += [frozen.elementwise(kind, shape, storage, param, mode, channels_last, sms, ctas, code, packs)  # type: ignore[arg-type]
+                            for ctas in grids for packs in (0, 16)]  # fmt: skip
         return list(dict.fromkeys(out))
 
     def _gradient_plans(self, backend: str, shape: tuple[int, ...], dtype: str, code: int, exhaustive: bool = False
