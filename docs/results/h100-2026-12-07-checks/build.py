@@ -1,7 +1,8 @@
-"""This run's kernels, sm_90, exported to DEST (carried as rkc.tar.xz, built with packed_coefficients applied):
-every catalogue kernel in f32 and bf16-f32 (bf16 where a kernel has no bf16-f32 instance), the tuner's dtype keys;
-and every dtype key of the kernels whose GPU check is pending: those that call grid::sync (spec `cooperative`), the
-three whose coefficients come in packs, and the grouped eval backward (../h100-2026-12-07-act-groups/build.py's).
+"""This run's kernels, sm_90, exported to DEST (carried as rkc.tar.xz; this session's built with
+packed_coefficients.patch applied): every catalogue kernel in f32 and bf16-f32 (bf16 where a kernel has no bf16-f32
+instance), the tuner's dtype keys; and every dtype key of the kernels whose GPU check is pending: those that call
+grid::sync (spec `cooperative`), the three whose coefficients come in packs, and the grouped eval backward
+(../h100-2026-12-07-act-groups/build.py's).
 
     python build.py DEST && tar cf - -C DEST kernels by-source | xz -T2 -6 > rkc.tar.xz
 """

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The session's device call, from the repository root with packed_coefficients applied (this commit's tree), rkc.tar.xz
-# (build.py) and the native extension carried. On an H200, `tune` exported for scripts/merge_tuning_table.py, most
+# The session's device call, from the repository root with rkc.tar.xz (build.py) and the native extension carried.
+# It ran with packed_coefficients.patch applied to 1145639's tree; from 4e2b740 on, run it on the tree as it is: the
+# _packed kernels are the eval forwards' new candidates, which `tune` times. On an H200, `tune` exported for scripts/merge_tuning_table.py, most
 # needed first:
 #   1. the channels_last training families over shapes_cl_train.txt: the suite shapes whose keys the shipped table
 #      lacks candidates of (the persistent kernels' entries, dropped by 12-07's grid::sync, and the cooperative
