@@ -232,3 +232,33 @@ def test_an_interrupted_check_reports_the_cases_that_ran_and_exits_130(monkeypat
     monkeypatch.setattr(check, "check_one", lambda *_: signal.raise_signal(signal.SIGTERM))
     assert cli.main(["check", "--backend", "host", "--kernel", "batch_norm_2d_warp_forward"]) == 130
     assert "interrupted after 0 of" in capsys.readouterr().out
+
+
+def test_check_shards_split_the_cases_into_parts_that_together_hold_each_once(monkeypatch, capsys):
+    """`check --shard K/N`: every N-th case from the K-th (each part some of every family and dtype), the parts
+    disjoint and together the whole check; a malformed part is refused by name with exit 2, before anything runs."""
+    ran: list[list[tuple[str, str, tuple[int, ...]]]] = []
+
+    def records(family, plan, shape, backend):
+        ran[-1].append((family.name, plan.label, shape))
+        return _result()
+
+    monkeypatch.setattr(check, "check_one", records)
+    argv = ["check", "--backend", "host", "--kernel", "batch_norm_2d_warp_forward"]
+    for part in ("1/1", "1/3", "2/3", "3/3"):
+        ran.append([])
+        assert cli.main([*argv, "--shard", part]) == 0
+        out = capsys.readouterr().out
+        assert (f"shard {part.replace('/', ' of ')}: {len(ran[-1])} cases" in out) == (part != "1/1")
+    whole, *parts = ran
+    assert sorted(c for p in parts for c in p) == sorted(whole) and len(set(whole)) == len(whole)
+    assert all(abs(len(p) - len(whole) / 3) <= 1 for p in parts)
+    assert all({c[0] for c in p} == {c[0] for c in whole} for p in parts)  # every family in every part
+    for bad in ("0/2", "3/2", "2", "a/b"):
+        with pytest.raises(SystemExit) as info:
+            cli.main([*argv, "--shard", bad])
+        assert info.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"python -m rust_kernels check: error: argument --shard: expected K/N with 1 <= K <= N (part K of N), "
+            f"got {bad!r}"
+        )

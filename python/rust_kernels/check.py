@@ -153,11 +153,20 @@ def cases(backend: str, selected: list[Family] | None = None) -> list[tuple[Fami
     return out
 
 
+def shard(todo: list[Any], part: int, parts: int) -> list[Any]:
+    """Part `part` (1 to `parts`) of the cases: every parts-th from the part-th, so that each part holds some of every
+    family, dtype and plan, and the parts together hold each case once."""
+    return todo[part - 1 :: parts]
+
+
 def run(backend: str, selected: list[Family] | None = None, out: TextIO = sys.stdout,
-        where: Callable[[Plan], bool] | None = None) -> list[Result]:  # fmt: skip
-    """Checks every family over its suite (only the plans `where` accepts, where given); prints one line per failure
+        where: Callable[[Plan], bool] | None = None, part: tuple[int, int] = (1, 1)) -> list[Result]:  # fmt: skip
+    """Checks every family over its suite (only the plans `where` accepts, where given; only shard `part` = (K, N)
+    of them: `check --shard K/N`, a long GPU check split over calls of limited time); prints one line per failure
     and a table per family, returns results."""
-    todo = [c for c in cases(backend, selected) if where is None or where(c[1])]
+    todo = shard([c for c in cases(backend, selected) if where is None or where(c[1])], *part)
+    if part[1] > 1:
+        print(f"shard {part[0]} of {part[1]}: {len(todo)} cases", file=out)
     results: list[Result] = []
     try:
         if backend == "host":

@@ -68,7 +68,8 @@ def _build_all(archs: list[str], export: Path | None = None, jobs: int = 1) -> i
     return len(entries)
 
 
-def _check(backend: str, family: list[str] | None = None, kernels: list[str] | None = None) -> int:
+def _check(backend: str, family: list[str] | None = None, kernels: list[str] | None = None,
+           part: tuple[int, int] = (1, 1)) -> int:  # fmt: skip
     from rust_kernels import check, registry
 
     if kernels and (unknown := check.unknown_kernels(kernels)):
@@ -79,7 +80,7 @@ def _check(backend: str, family: list[str] | None = None, kernels: list[str] | N
     # A time limit's SIGTERM (`timeout`, a batch system) interrupts as Ctrl-C does: the cases that ran are reported.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        results = check.run(backend, selected, sys.stdout, where)
+        results = check.run(backend, selected, sys.stdout, where, part)
     except KeyboardInterrupt:
         return INTERRUPTED
     finally:
@@ -89,6 +90,14 @@ def _check(backend: str, family: list[str] | None = None, kernels: list[str] | N
         print(f"error: no check ran ({what})", file=sys.stderr)
         return 2
     return 0 if all(r.passed for r in results) else 1
+
+
+def _shard(value: str) -> tuple[int, int]:
+    """A --shard value K/N: part K of N (1 <= K <= N)."""
+    k, _, n = value.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N (part K of N), got {value!r}")
+    return int(k), int(n)
 
 
 def _run(arch: str | None) -> int:
@@ -155,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
     check.add_argument("--kernel", nargs="+", metavar="NAME", help="only the plans launching a kernel of one of these "
                        "names (kernel authors: the kernel just added)")  # fmt: skip
+    check.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
+                       help="only part K of N of the cases (each part some of every family, dtype and plan): a long "
+                       "check split over runs of limited time")  # fmt: skip
     for name in ("bench", "sanitize", "fuzz", "tune"):  # their own modules parse their options (and --help)
         command(name, add_help=False)
     argv = sys.argv[1:] if argv is None else argv
@@ -192,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             if not usable:
                 print(f"error: no GPU to check on ({why}); use --backend host for the CPU emulator", file=sys.stderr)
                 return 2
-        return _check(options.backend, options.family, options.kernel)
+        return _check(options.backend, options.family, options.kernel, options.shard)
     except RustKernelsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
