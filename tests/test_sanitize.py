@@ -147,3 +147,21 @@ def test_kernel_selects_the_cases_launching_it_and_an_unknown_name_is_refused(ca
     monkeypatch.setattr(sanitize, "find_sanitizer", lambda: None)  # a known name passes on to the sanitizer's lookup
     assert sanitize.main(["--kernel", "batch_norm_2d_warp_backward"]) == 2
     assert "compute-sanitizer not found" in capsys.readouterr().err
+
+
+def test_a_shard_runs_part_of_each_tools_cases_and_the_child_gets_the_same_part(monkeypatch, capsys, tmp_path):
+    """`sanitize --shard K/N`: check.shard's part of each tool's cases, the parts together every case once; the child
+    under the sanitizer is called with the same part."""
+    whole = sanitize.cases("synccheck", None, ["batch_norm_2d_warp_backward"])
+    parts = [sanitize.cases("synccheck", None, ["batch_norm_2d_warp_backward"], (k, 3)) for k in (1, 2, 3)]
+    assert sorted(map(repr, (c for p in parts for c in p))) == sorted(map(repr, whole)) and all(parts)
+    body = (
+        'echo "$@" > "$(dirname "$0")/argv"; echo "sanitize child: 1 cases run, 0 failed"; '
+        'echo "ERROR SUMMARY: 0 errors"'
+    )
+    script = _stand_in(tmp_path, body)
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    argv = ["--out", str(tmp_path / "out"), "--tools", "synccheck", "--kernel", "batch_norm_2d_warp_backward"]
+    assert sanitize.main([*argv, "--shard", "2/3"]) == 0
+    assert f"synccheck: {len(parts[1])} cases under" in capsys.readouterr().out
+    assert (script.parent / "argv").read_text().split()[-2:] == ["--shard", "2/3"]

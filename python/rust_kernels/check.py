@@ -7,6 +7,7 @@ reason."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import math
 import sys
@@ -151,6 +152,14 @@ def cases(backend: str, selected: list[Family] | None = None) -> list[tuple[Fami
             for dtype in family.dtypes:
                 out += [(family, plan, shape) for plan in family.plans(backend, shape, dtype)]
     return out
+
+
+def shard_option(value: str) -> tuple[int, int]:
+    """A --shard value K/N (check's and sanitize's): part K of N, 1 <= K <= N."""
+    k, _, n = value.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N (part K of N), got {value!r}")
+    return int(k), int(n)
 
 
 def shard(todo: list[Any], part: int, parts: int) -> list[Any]:

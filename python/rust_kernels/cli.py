@@ -92,14 +92,6 @@ def _check(backend: str, family: list[str] | None = None, kernels: list[str] | N
     return 0 if all(r.passed for r in results) else 1
 
 
-def _shard(value: str) -> tuple[int, int]:
-    """A --shard value K/N: part K of N (1 <= K <= N)."""
-    k, _, n = value.partition("/")
-    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
-        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N (part K of N), got {value!r}")
-    return int(k), int(n)
-
-
 def _run(arch: str | None) -> int:
     from rust_kernels.builder import default_arch, default_jobs
     from rust_kernels.driver import gpu_available
@@ -159,12 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--export", type=Path, help="also copy the entries into this directory, a cache to carry")
     build.add_argument("--prebuilt", action="store_true", help="also copy them into the package (for a wheel)")
     build.add_argument("--jobs", type=_jobs, help="builds at a time (default: one per CPU)")
+    from rust_kernels.check import shard_option
+
     check = command("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda", help="the GPU (default) or the emulator")
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
     check.add_argument("--kernel", nargs="+", metavar="NAME", help="only the plans launching a kernel of one of these "
                        "names (kernel authors: the kernel just added)")  # fmt: skip
-    check.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
+    check.add_argument("--shard", type=shard_option, default=(1, 1), metavar="K/N",
                        help="only part K of N of the cases (each part some of every family, dtype and plan): a long "
                        "check split over runs of limited time")  # fmt: skip
     for name in ("bench", "sanitize", "fuzz", "tune"):  # their own modules parse their options (and --help)

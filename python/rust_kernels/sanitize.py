@@ -83,10 +83,10 @@ NOT_FOUND = (
 )
 
 
-def cases(tool: str, families: list[Family] | None = None, kernels: list[str] | None = None
-          ) -> list[tuple[Family, Plan, Shape]]:  # fmt: skip
+def cases(tool: str, families: list[Family] | None = None, kernels: list[str] | None = None,
+          part: tuple[int, int] = (1, 1)) -> list[tuple[Family, Plan, Shape]]:  # fmt: skip
     """The (family, plan, shape) cases a tool's child runs: every plan of every CTA size (exhaustive plans); with
-    `kernels`, those launching a kernel of one of these names only."""
+    `kernels`, those launching a kernel of one of these names only; shard `part` = (K, N) of them (check.shard)."""
     shapes = TOOLS[tool][2]
     out = []
     for family in families or registry.families():
@@ -94,7 +94,7 @@ def cases(tool: str, families: list[Family] | None = None, kernels: list[str] | 
             for dtype in tool_dtypes(tool, family.dtypes):
                 plans = family.plans("cuda", shape, dtype, exhaustive=True)
                 out += [(family, plan, shape) for plan in plans if kernels is None or check.launches(plan, kernels)]
-    return out
+    return check.shard(out, *part)
 
 
 def find_sanitizer() -> Path | None:
@@ -157,7 +157,7 @@ CHILD_DONE = re.compile(r"^sanitize child: .*$", re.MULTILINE)
 
 
 def run_tool(sanitizer: Path, tool: str, log: Path, timeout: float, families: list[str] | None = None,
-             kernels: list[str] | None = None) -> ToolRun:  # fmt: skip
+             kernels: list[str] | None = None, part: tuple[int, int] = (1, 1)) -> ToolRun:  # fmt: skip
     """Runs one tool over the child, appending its output to `log`."""
     command = [str(sanitizer), "--tool", tool, *COMMON_OPTIONS, *TOOLS[tool][0],
                sys.executable, "-m", "rust_kernels", "sanitize", "--child", tool]  # fmt: skip
@@ -165,6 +165,8 @@ def run_tool(sanitizer: Path, tool: str, log: Path, timeout: float, families: li
         command += ["--family", *families]
     if kernels:
         command += ["--kernel", *kernels]
+    if part != (1, 1):
+        command += ["--shard", "/".join(map(str, part))]
     # Every array an allocation of its own (no caching allocator sub-allocating from big blocks).
     child = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "RUST_KERNELS_QUIET": "1"}  # set for the child, not read here
     env = os.environ | child
@@ -191,7 +193,8 @@ def run_tool(sanitizer: Path, tool: str, log: Path, timeout: float, families: li
     return ToolRun(tool, returncode, summary(output), seconds, ran)
 
 
-def child(tool: str, families: list[Family] | None, kernels: list[str] | None = None) -> int:
+def child(tool: str, families: list[Family] | None, kernels: list[str] | None = None,
+          part: tuple[int, int] = (1, 1)) -> int:  # fmt: skip
     """Under the sanitizer: every case of `tool` once on the GPU. Exits 1 if a check fails or a launch errs."""
     from rust_kernels import driver
 
@@ -201,7 +204,7 @@ def child(tool: str, families: list[Family] | None, kernels: list[str] | None = 
         import cupy
 
         cupy.cuda.set_allocator(None)
-    todo = cases(tool, families, kernels)
+    todo = cases(tool, families, kernels, part)
     failed = 0
     with Progress(f"sanitize {tool}", len(todo)) as progress:
         for family, plan, shape in todo:
@@ -222,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", nargs="+", help="only these families (default: all)")
     parser.add_argument("--kernel", nargs="+", metavar="NAME", help="only the plans launching a kernel of one of "
                         "these names (kernel authors: the kernel just added)")  # fmt: skip
+    parser.add_argument(
+        "--shard",
+        type=check.shard_option,
+        default=(1, 1),
+        metavar="K/N",
+        help="only part K of N of each tool's cases (as check's): a long run split over several",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per tool (default 300)")
     parser.add_argument("--child", choices=list(TOOLS), help=argparse.SUPPRESS)  # the run under the sanitizer
     options = parser.parse_args(argv)
@@ -229,12 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     if options.kernel and (unknown := check.unknown_kernels(options.kernel)):
         parser.error(unknown)
     if options.child:
-        return child(options.child, selected, options.kernel)
+        return child(options.child, selected, options.kernel, options.shard)
     sanitizer = find_sanitizer()
     if sanitizer is None:
         print(f"error: {NOT_FOUND.format(fallback=FALLBACK)}", file=sys.stderr)
         return 2
-    todo = {tool: cases(tool, selected, options.kernel) for tool in options.tools}
+    todo = {tool: cases(tool, selected, options.kernel, options.shard) for tool in options.tools}
     if options.kernel and (empty := [tool for tool, found in todo.items() if not found]):
         print(f"error: {', '.join(empty)}: no case launches {', '.join(options.kernel)}", file=sys.stderr)
         return 2
@@ -245,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for tool in options.tools:
         print(f"{tool}: {len(todo[tool])} cases under {sanitizer} ...", flush=True)
-        runs.append(run_tool(sanitizer, tool, log, options.timeout, options.family, options.kernel))
+        runs.append(run_tool(sanitizer, tool, log, options.timeout, options.family, options.kernel, options.shard))
         print(runs[-1].line(), flush=True)
     clean = all(r.clean for r in runs)
     print(f"{'clean' if clean else 'FAILED'}: {sum(r.clean for r in runs)} of {len(runs)} tools clean; log: {log}")
