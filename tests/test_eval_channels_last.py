@@ -115,6 +115,16 @@ def test_the_forwards_load_their_coefficients_in_packs_where_the_parameters_are_
         assert np.array_equal(*ys), op.name
     y = ops.batch_norm_2d_forward(channels_last(x), *shifted, False, 0.1, EPS, backend="host")[0]
     assert np.array_equal(y, y_nchw)
+    # NCHW at H*W = 1 from forward.NHWC_MIN_BYTES: the channels_last kernel over rows of C, so likewise
+    rows = np.random.default_rng(1).standard_normal((forward.NHWC_MIN_BYTES // 4 // 256, 256, 1, 1), np.float32)
+    wide = [np.tile(a, 16) for a in params]
+    ys = []
+    for per_channel, packed in ((wide, True), ([np.concatenate((a[:1], a))[1:] for a in wide], False)):
+        named, problem = forward.NCHW.problem((rows, *per_channel), (EPS, None), "host")
+        kernel = forward.NCHW.plan_for(named, problem, "host").kernel
+        assert isinstance(kernel, frozen.FORWARD_KERNELS) and (type(kernel) in frozen.PACKED.values()) == packed
+        ys.append(ops.batch_norm_2d_nchw_forward_inference(rows, *per_channel, eps=EPS, backend="host"))
+    assert np.array_equal(*ys)
     packed = frozen.plan("forward", SHAPE, "f32", "f32", 16, 1, coefficients=16)
     assert type(packed.kernel) is frozen.PACKED[frozen.BatchNorm2dFrozenForwardChannelsLast]
     refused = r"weight, bias, running_mean and running_var 16-byte aligned"

@@ -82,17 +82,19 @@ def tiled(shape: common.Shape4, dtype: str, param: str, vectorized: int, block: 
 
 
 @cache  # a pure function of its arguments: the op asks it on every call it decides
-def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, block_hw: int | None = None) -> Plan:
+def plan(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, block_hw: int | None = None,
+         coefficients: int = 0) -> Plan:  # fmt: skip
     """The streaming kernel in the widest pack that the rows and the pointers' `alignment` allow (the seed kernel's
     grid [C, B] leaves threads idle on small rows and loads one element at a time: measured on the H200 at
     0.23-0.69 of the memory bound, f32), at H*W = 1 from NHWC_MIN_BYTES on the channels_last kernel (NHWC_UNITS a
-    thread), where no pack divides the rows from PACKED_MIN_BYTES on the packed frozen forward; `block_hw` runs the
-    seed kernel with that CTA size instead."""
+    thread; its coefficients in packs where their alignment, `coefficients`, allows), where no pack divides the
+    rows from PACKED_MIN_BYTES on the packed frozen forward; `block_hw` runs the seed kernel with that CTA size
+    instead."""
     if block_hw is not None:
         return seed(shape, dtype, param, block_hw)
     if nhwc := nhwc_launch(shape, dtype, alignment):
         packs, ctas = nhwc
-        return frozen.forward(shape, dtype, param, packs, sms, ctas)
+        return frozen.forward(shape, dtype, param, packs, sms, ctas, coefficients)
     if unpacked_rows(shape, dtype, alignment) and math.prod(shape) * DTYPES[dtype].size >= PACKED_MIN_BYTES:
         return packed(shape, dtype, param, sms)
     vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
@@ -112,13 +114,14 @@ def nhwc_launch(shape: common.Shape4, dtype: str, alignment: int) -> tuple[int, 
 
 def choose(problem: Problem, placement: Placement) -> Plan:
     return plan(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
-                problem.scalars.get("block_hw"))  # fmt: skip
+                problem.scalars.get("block_hw"), placement.coefficients)  # fmt: skip
 
 
 @cache
-def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int) -> tuple[Plan, ...]:
+def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sms: int, coefficients: int = 0
+                ) -> tuple[Plan, ...]:  # fmt: skip
     vectorized = common.vector_mode(shape[2] * shape[3], dtype, alignment)
-    out = [plan(shape, dtype, param, alignment, sms)]
+    out = [plan(shape, dtype, param, alignment, sms, coefficients=coefficients)]
     out += [flat(shape, dtype, param, vectorized, sms, block, waves) for block in FLAT_BLOCKS for waves in (1, 2, 4, 8)]
     out += [tiled(shape, dtype, param, vectorized, block) for block in TILED_BLOCKS]
     if shape[0] <= MAX_GRID_Y:
@@ -128,7 +131,7 @@ def _candidates(shape: common.Shape4, dtype: str, param: str, alignment: int, sm
                  *frozen.thread_grids(shape, dtype, training.FLAT, channels_last=False))  # fmt: skip
         out += [packed(shape, dtype, param, sms, ctas) for ctas in grids]
     if common.both_layouts(shape):
-        out += frozen._candidates("forward", shape, dtype, param, alignment, sms)
+        out += frozen._candidates("forward", shape, dtype, param, alignment, sms, coefficients=coefficients)
     return tuple(dict.fromkeys(out))
 
 
@@ -140,7 +143,8 @@ def candidates(problem: Problem, placement: Placement) -> tuple[Plan, ...]:
     (block_hw)."""
     if problem.scalars.get("block_hw") is not None:
         return ()
-    return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms)  # type: ignore[arg-type]
+    return _candidates(problem.shape, problem.dtype, problem.param, placement.alignment, placement.sms,  # type: ignore[arg-type]
+                       placement.coefficients)  # fmt: skip
 
 
 # --- the ops ----------------------------------------------------------------------------------------------------------
@@ -185,6 +189,7 @@ NCHW = Op(
     choose=choose,
     kernels=KERNELS + frozen.FORWARD_KERNELS,
     aligned=("x", "y"),
+    coefficients=common.PARAMETERS,
     candidates=candidates,
 )
 
