@@ -71,9 +71,9 @@ def elementwise(kind: type, shape: common.Shape4, dtype: str, param: str, vector
                 sms: int, ctas: int | None = None, activation: int = 0, coefficients: int = 0) -> Plan:  # fmt: skip
     """training.elementwise's launch of `kind`, of its PACKED kernel where it reads channels_last and the
     coefficients' alignment allows (packs_coefficients)."""
-    packed = channels_last and packs_coefficients(dtype, vectorized, coefficients)
-    kind = PACKED[kind] if packed else kind
-    return training.elementwise(kind, shape, dtype, param, vectorized, channels_last, sms, ctas, activation, packed)
+    if channels_last and packs_coefficients(dtype, vectorized, coefficients):
+        kind = PACKED[kind]
+    return training.elementwise(kind, shape, dtype, param, vectorized, channels_last, sms, ctas, activation)
 
 
 def forward(shape: common.Shape4, dtype: str, param: str, vectorized: int, sms: int, ctas: int | None = None,

@@ -347,8 +347,9 @@ def reduction(kind: type, shape: common.Shape4, dtype: str, param: str, vectoriz
 
 
 def elementwise(kind: type, shape: common.Shape4, dtype: str, param: str, vectorized: int, channels_last: bool,
-                sms: int, ctas: int | None = None, activation: int = 0, packed: bool = False) -> Plan:  # fmt: skip
-    """`kind`'s elementwise launch (`packed`: a kernel whose spec has PACKED, frozen.PACKED's)."""
+                sms: int, ctas: int | None = None, activation: int = 0) -> Plan:  # fmt: skip
+    """`kind`'s elementwise launch (PACKED = 1 where its spec has that const: frozen.PACKED's kernels)."""
+    packed = any(c.name == "PACKED" for c in kind.spec.consts)
     consts = (ELEMENTWISE_BLOCK, vectorized, int(channels_last), *_activation(activation), *((1,) if packed else ()))
     kernel = kind(*consts, dtype=dtype, param_dtype=param)
     ctas = ctas or elementwise_grid(shape, dtype, vectorized, channels_last, sms)
