@@ -191,6 +191,33 @@ def test_a_variant_is_the_base_spec_with_its_changes(tmp_path):
     assert [s.name for s in load_specs(tmp_path)] == ["batch_norm_2d_nchw_backward", "nchw_backward_act"]
 
 
+BASE_REQUIRES = """
+[[requires]]
+check = "B > 0"
+message = "B must be positive"
+"""
+
+
+@pytest.mark.parametrize(("keep", "expected"), [("", ["C > 1"]), ("requires_base = false\n", ["C > 1"]),
+                                                ("requires_base = true\n", ["B > 0", "C > 1"])])  # fmt: skip
+def test_a_variants_requires_replace_the_bases_unless_it_keeps_them(tmp_path, keep, expected):
+    """[[variants.requires]] replace the base's wholesale; with requires_base = true the base's hold too, ahead of the
+    variant's own (a narrower kernel that needs what its base needs and more)."""
+    variant = f'[[variants]]\nname = "v"\ndoc = "d"\n{keep}[[variants.requires]]\ncheck = "C > 1"\nmessage = "m"\n'
+    base, derived = parse_specs(write(tmp_path, GOOD + BASE_REQUIRES + variant))
+    assert [r.check for r in base.requires] == ["B > 0"]
+    assert [r.check for r in derived.requires] == expected
+
+
+def test_requires_base_is_a_variants_key_and_a_bool(tmp_path):
+    path = write(tmp_path, "requires_base = true\n" + GOOD)
+    with pytest.raises(SpecError, match=r"unknown fields \['requires_base'\]"):
+        parse_specs(path)
+    path = write(tmp_path, GOOD + '[[variants]]\nname = "v"\ndoc = "d"\nrequires_base = "yes"\n')
+    with pytest.raises(SpecError, match=r"variant 'v': requires_base must be true or false, got 'yes'"):
+        parse_specs(path)
+
+
 @pytest.mark.parametrize(
     ("variant", "message"),
     [

@@ -428,17 +428,23 @@ def _known_fields(path: Path, raw: dict, known: frozenset[str]) -> None:
 
 def _variant(path: Path, base: dict, raw: object) -> dict:
     """A [[variants]] entry as a spec of its own: the base's fields, each the variant gives replacing the base's,
-    except its consts and args, which are merged into the base's (_merged)."""
+    except its consts and args, which are merged into the base's (_merged), and its requires where it keeps the
+    base's too (`requires_base = true`: a narrower kernel that needs what its base needs and more)."""
     if not isinstance(raw, dict):
         raise _fail(path, f"each [[variants]] entry must be a table, got {raw!r}")
     missing = {"name", "doc"} - raw.keys()
     if missing:
         raise _fail(path, f"missing fields {sorted(missing)} (a variant names its kernel and says what it does)")
-    _known_fields(path, raw, SPEC_FIELDS)
+    _known_fields(path, raw, SPEC_FIELDS | {"requires_base"})
     derived = base | raw
     for key in ("consts", "args"):
         if key in raw:
             derived[key] = _merged(path, key, base.get(key, []), raw[key])
+    keep = derived.pop("requires_base", False)
+    if not isinstance(keep, bool):
+        raise _fail(path, f"requires_base must be true or false, got {keep!r}")
+    if keep and isinstance(raw.get("requires", []), list):  # else _spec says what is wrong with them
+        derived["requires"] = [*base.get("requires", []), *raw.get("requires", [])]
     return derived
 
 
