@@ -296,6 +296,18 @@ def test_a_shared_const_is_the_definition_in_the_directorys_consts_toml(tmp_path
     assert sorted(training.ACTIVATIONS.values()) == activation.values()
 
 
+def test_a_kernel_doc_that_lists_the_fused_activations_lists_every_one():
+    """The docs of batch_norm's kernels with ACTIVATION that name its activations name all that the shared const
+    numbers (`1 ReLU, 2 SiLU, ...`), so a new activation cannot leave them stale (Hardswish was missing from 12)."""
+    (activation,) = [c for k in load_specs(FAMILY) for c in k.consts if c.name == "ACTIVATION"][:1]
+    names = re.findall(r"\d ([A-Za-z0-9]+)", activation.doc)
+    assert names == ["ReLU", "SiLU", "ReLU6", "Hardswish"]
+    listing = [k for k in load_specs(FAMILY) if activation in k.consts and "SiLU" in k.doc]
+    assert len(listing) >= 15
+    stale = {k.name: [n for n in names if n not in k.doc] for k in listing}
+    assert {name: missing for name, missing in stale.items() if missing} == {}
+
+
 @pytest.mark.parametrize(
     ("consts", "entry", "message"),
     [
