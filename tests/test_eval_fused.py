@@ -255,6 +255,31 @@ def test_the_eval_fused_backward_benches_time_what_the_ops_compute(channels_last
     assert (act.moved_bytes(shape, "bf16-f32"), add.moved_bytes(shape, "f32")) == (3 * 2 * 240, 5 * 4 * 240)
 
 
+@pytest.mark.parametrize("activation", ["silu", "relu6", "hardswish"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "cl"])
+def test_a_bench_with_another_activation_times_it_on_every_side(channels_last, activation):
+    """with_activation (`tune --activation`): the act benches' copy named for the activation, whose torch column
+    (F.batch_norm then the activation, and autograd) gives our act ops' results with it; the add + ReLU's is itself."""
+    from rust_kernels.bench import baselines
+
+    suffix = "_channels_last" if channels_last else ""
+    shape, names = (2, C, 3, 5), ("x", "weight", "bias", "running_mean", "running_var")
+    for direction in ("forward", "backward"):
+        relu = baselines.baseline(f"batch_norm_2d_act_eval_{direction}{suffix}")
+        bench = baselines.with_activation(relu, activation)
+        assert (bench.name, relu.activation) == (f"batch_norm_2d_act_eval_{direction}_{activation}{suffix}", "relu")
+        arrays = bench.inputs(shape, "f64")
+        got = (ops.batch_norm_2d_act_eval_forward(*(arrays[n] for n in names), EPS, activation, backend="host"),)
+        if direction == "backward":
+            got = ops.batch_norm_2d_act_eval_backward(arrays["dy"], *(arrays[n] for n in names), EPS, activation,
+                                                      backend="host")  # fmt: skip
+        want = bench.bench_calls({k: torch.from_numpy(v) for k, v in arrays.items()})["torch"]()
+        for a, b in zip(got, want if direction == "backward" else (want,), strict=True):
+            np.testing.assert_allclose(a, b.detach().numpy(), rtol=1e-12, atol=1e-12)
+    add = baselines.baseline(f"batch_norm_2d_add_relu_eval_forward{suffix}")
+    assert baselines.with_activation(add, activation) is add
+
+
 # --- on the GPU -------------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("residual", [False, True], ids=["act", "add_relu"])

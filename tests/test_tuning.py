@@ -162,7 +162,7 @@ def test_tune_skips_the_cases_a_run_before_journaled_without_building_their_inpu
     class Family:
         name = family = "batch_norm_2d_training"
         dtypes = ("f32",)
-        suite = None
+        suite = activation = None
 
         def bench_calls(self, tensors):
             return {"ours": lambda: choose(plans(tensors["shape"]), tensors["shape"])}
@@ -198,6 +198,51 @@ def test_tune_skips_the_cases_a_run_before_journaled_without_building_their_inpu
     monkeypatch.setattr(tune, "generation", lambda arch: "other")
     assert tune.main(argv) == 0
     assert len(built) == 6
+
+
+def test_tune_activation_tunes_the_families_that_fuse_one_once_per_activation(monkeypatch, tmp_path):
+    """`tune --activation relu silu`: each family that fuses an activation is its own case per activation (their
+    calls apply it), each family that fuses none once; the default is ReLU alone."""
+    torch = pytest.importorskip("torch")
+    from rust_kernels.bench import baselines, tune
+
+    class Family(baselines.Baseline):
+        family = "batch_norm_2d_forward"
+        suite = None
+
+        def __init__(self, activation):
+            self.activation = activation
+
+        @property
+        def name(self):
+            return f"bench_{self.activation}"
+
+        def bench_calls(self, tensors):
+            return {"ours": lambda: called.append((tensors["shape"], self.activation))}
+
+    called = []
+    benches = {"batch_norm_2d_training_relu": Family("relu"), "batch_norm_2d_training": Family(None)}
+    monkeypatch.setattr(tune, "unavailable", lambda: None)
+    monkeypatch.setattr(tune, "device_tensors", lambda family, shape, dtype: {"shape": shape})
+    monkeypatch.setattr(tune, "reset_compiled", lambda torch: None)
+    monkeypatch.setattr(baselines, "baseline", benches.__getitem__)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(tuning, "_mode", None)
+    monkeypatch.setattr(tuning, "directory", lambda info: tmp_path)
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("4x16x9x9\n")
+    argv = ["--op", *benches, "--shapes", str(shapes), "--dtype", "f32", "--force"]
+    assert tune.main(argv) == 0
+    shape = (4, 16, 9, 9)
+    assert sorted(called, key=lambda c: str(c[1])) == [(shape, None), (shape, "relu")]
+    called.clear()
+    assert tune.main([*argv, "--activation", "silu", "hardswish"]) == 0
+    assert sorted(called, key=lambda c: str(c[1])) == [(shape, None), (shape, "hardswish"), (shape, "silu")]
+    assert benches["batch_norm_2d_training_relu"].activation == "relu"  # copies, the registered bench unchanged
+    with pytest.raises(SystemExit):
+        tune.main([*argv, "--activation", "gelu"])
 
 
 def test_a_call_on_the_legacy_default_stream_is_timed_on_the_tuners_own_stream(monkeypatch):

@@ -6,6 +6,7 @@ and dtypes are the family's. One module here per package family (loaded on first
 
 from __future__ import annotations
 
+import copy
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -27,6 +28,7 @@ class Baseline:
     family: str
     bench_shapes: list[Shape] = []  # noqa: RUF012 (class-level default, replaced per family)
     suite: str | None = None  # the shape suite `bench --suite` times it over (bench/suites/<suite>.json)
+    activation: str | None = None  # the activation its op fuses, where it fuses one (`with_activation`)
 
     @property
     def name(self) -> str:
@@ -70,6 +72,16 @@ def baselines() -> list[Baseline]:
     """The baselines of every registered family that has some, in the registry's order."""
     _load_package_baselines()
     return [b for f in registry.families() for b in _BASELINES.values() if b.family == f.name]
+
+
+def with_activation(b: Baseline, activation: str) -> Baseline:
+    """`b` with another fused activation (`tune --activation`): a copy, named for it, whose ours, eager and compiled
+    columns all apply it; `b` itself where it fuses none."""
+    if b.activation is None:
+        return b
+    other = copy.copy(b)
+    other.activation = activation
+    return other
 
 
 def baseline(name: str) -> Baseline:

@@ -15,6 +15,13 @@ from rust_kernels.dtypes import DTYPES, activations
 EPS = 1e-5
 
 
+def _torch_activation(name: str) -> Callable[[Any], Any]:
+    """PyTorch's function of a fused activation (training.ACTIVATIONS' names): the eager and compiled columns' maths."""
+    import torch.nn.functional as F
+
+    return {"relu": F.relu, "silu": F.silu, "relu6": F.relu6, "hardswish": F.hardswish}[name]
+
+
 def _in_layout(channels_last: bool, *tensors: Any) -> list[Any]:
     """The tensors in channels_last memory format where asked, else as they are (contiguous)."""
     import torch
@@ -151,9 +158,10 @@ class ForwardInference(_Eval):
 
 class Training(Baseline):
     """One training-mode BatchNorm2d forward + backward (what a training step runs per layer), NCHW or channels_last,
-    alone or followed by an activation (ReLU): ours (the torch-native ops' kernels, or the fused act ops), PyTorch
-    eager (F.batch_norm, then the activation, and their autograd backward), torch.compile of the same function
-    (Inductor's forward and backward kernels) and an 8-pass copy (the bound: the fused kernels move no more)."""
+    alone or followed by an activation (registered with ReLU; another through with_activation): ours (the
+    torch-native ops' kernels, or the fused act ops), PyTorch eager (F.batch_norm, then the activation, and their
+    autograd backward), torch.compile of the same function (Inductor's forward and backward kernels) and an 8-pass
+    copy (the bound: the fused kernels move no more)."""
 
     family = "batch_norm_2d_forward"
     suite = "batch_norm_2d"
@@ -187,7 +195,7 @@ class Training(Baseline):
         y, dx = torch.empty_like(x), torch.empty_like(x)
         leaves = [t.detach().clone().requires_grad_() for t in (x, weight, bias)]
 
-        act = {None: lambda t: t, "relu": torch.relu, "silu": F.silu}[self.activation]
+        act = _torch_activation(self.activation) if self.activation else (lambda t: t)
 
         def maths(*args: Any) -> Any:
             return act(F.batch_norm(*args))
@@ -299,10 +307,10 @@ class TrainingAddReLU(Training):
 
 class EvalFused(Baseline):
     """The eval forward (frozen statistics) with what follows it fused (inference of a converted model,
-    convert(fuse=True)): act(BatchNorm2d(x)) with the ReLU (batch_norm_2d_act_eval_forward), or relu(BatchNorm2d(x)
-    + residual) (batch_norm_2d_add_relu_eval_forward), NCHW or channels_last: ours, PyTorch eager (F.batch_norm then
-    the ReLU, or the add and the ReLU) and torch.compile of the same maths, against a copy of the fused pass's
-    bytes."""
+    convert(fuse=True)): act(BatchNorm2d(x)) with the ReLU (batch_norm_2d_act_eval_forward; another activation through
+    with_activation), or relu(BatchNorm2d(x) + residual) (batch_norm_2d_add_relu_eval_forward), NCHW or
+    channels_last: ours, PyTorch eager (F.batch_norm then the activation, or the add and the ReLU) and torch.compile
+    of the same maths, against a copy of the fused pass's bytes."""
 
     suite = "batch_norm_2d"
     bench_shapes = ForwardInference.bench_shapes
@@ -310,10 +318,12 @@ class EvalFused(Baseline):
     def __init__(self, channels_last: bool, residual: bool) -> None:
         self.channels_last, self.residual = channels_last, residual
         self.family = "batch_norm_2d_add_relu_eval_forward" if residual else "batch_norm_2d_act_eval_forward"
+        self.activation = None if residual else "relu"  # the add + ReLU's is fixed
 
     @property
     def name(self) -> str:
-        return self.family + ("_channels_last" if self.channels_last else "")
+        act = f"_{self.activation}" if self.activation not in (None, "relu") else ""
+        return self.family + act + ("_channels_last" if self.channels_last else "")
 
     def moved_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
         """Read x (and the residual), write y."""
@@ -329,14 +339,16 @@ class EvalFused(Baseline):
         x, residual = _in_layout(self.channels_last, x, tensors.get("residual", x))
         y = torch.empty_like(x)
 
+        act = _torch_activation(self.activation or "relu")  # the add + ReLU's: relu(z + residual)
+
         def maths(x: Any, residual: Any, weight: Any, bias: Any, mean: Any, var: Any) -> Any:
             z = F.batch_norm(x, mean, var, weight, bias, False, 0.0, EPS)
-            return torch.relu(z + residual) if self.residual else torch.relu(z)
+            return act(z + residual if self.residual else z)
 
         compiled = torch.compile(maths, dynamic=False)
         args = (x, residual, weight, bias, mean, var)
         op, torch_op = getattr(ops, self.family), getattr(torch.ops.rust_kernels, self.family)
-        call = (*args, EPS) if self.residual else (x, *args[2:], EPS, "relu")
+        call = (*args, EPS) if self.residual else (x, *args[2:], EPS, self.activation)
         ours = {"ours": lambda: op(*call), "ours_op": lambda: torch_op(*call)}
 
         def bound() -> Any:
@@ -374,9 +386,11 @@ class EvalFusedBackward(EvalFused):
         dx, t = torch.empty_like(x), torch.empty_like(x)
         leaves = [a.detach().clone().requires_grad_() for a in (x, y, weight, bias)]  # y: the residual's stand-in
 
+        act = _torch_activation(self.activation or "relu")  # the add + ReLU's: relu(z + residual)
+
         def maths(x: Any, residual: Any, weight: Any, bias: Any) -> Any:
             z = F.batch_norm(x, mean, var, weight, bias, False, 0.0, EPS)
-            return torch.relu(z + residual) if self.residual else torch.relu(z)
+            return act(z + residual if self.residual else z)
 
         def eager_step(fn: Callable[..., Any]) -> Callable[[], Any]:
             wrt = leaves if self.residual else [leaves[0], *leaves[2:]]
@@ -387,7 +401,8 @@ class EvalFusedBackward(EvalFused):
             return step
 
         op, torch_op = getattr(ops, self.family), getattr(torch.ops.rust_kernels, self.family)
-        call = (dy, y, x, weight, mean, var, EPS) if self.residual else (dy, x, weight, bias, mean, var, EPS, "relu")
+        call = (dy, y, x, weight, mean, var, EPS) if self.residual else (dy, x, weight, bias, mean, var, EPS,
+                                                                          self.activation)  # fmt: skip
 
         def bound() -> Any:
             if self.residual:
