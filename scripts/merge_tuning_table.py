@@ -46,12 +46,13 @@ from rust_kernels import cache as kcache  # noqa: E402
 from rust_kernels.bench.tune import write_table  # noqa: E402
 from rust_kernels.dtypes import DTYPES  # noqa: E402
 from rust_kernels.families.batch_norm import common  # noqa: E402
+from rust_kernels.families.batch_norm.training import ACTIVATIONS  # noqa: E402
 from rust_kernels.kernels import Kernel  # noqa: E402
 from rust_kernels.runtime import Placement, Plan  # noqa: E402
 
 TABLE = ROOT / "python" / "rust_kernels" / "tables" / "nvidia-h200-132sm.json.gz"
 # The scalars whose values give an op other candidates; every other scalar keeps its default.
-CHOICES = {"training": (False, True), "deterministic": (True, False), "activation": ("relu", "silu", "relu6")}
+CHOICES = {"training": (False, True), "deterministic": (True, False), "activation": tuple(ACTIVATIONS)}
 STATISTICS = ("save_mean", "save_invstd", "mean", "invstd")  # inputs in the accumulation type
 PER_CHANNEL = ("weight", "bias", "running_mean", "running_var", *STATISTICS)  # [C] inputs; the rest are [B, C, H, W]
 

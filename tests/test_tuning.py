@@ -997,6 +997,22 @@ def test_the_carry_names_kernels_by_the_sources_of_the_commit_it_carries_from(me
     assert keys[ids[-1]] is None
 
 
+@pytest.mark.parametrize("activation", ["relu", "silu", "relu6", "hardswish"])
+def test_the_table_merge_script_names_the_entries_of_every_activation(merge_script, activation):
+    """An export of `tune --activation` keeps its entries in a merge: the script asks the ops for their plans with
+    every activation (Hardswish's were unnamed, so dropped, until 12-07)."""
+    from rust_kernels import ops
+
+    h200 = tuning.Gpu("NVIDIA H200", 132, "sm_90", 0)
+    x, c = np.zeros((2, 16, 4, 4), np.float32), np.ones(16, np.float32)
+    op = ops.batch_norm_2d_act_eval_forward.op
+    _, problem = op.problem((x, c, c, c, c), (1e-5, activation), "host")
+    placement = Placement(16, 132)
+    key = tuning.key(problem, placement, h200)
+    names = {tuning.entry_name(key, plan, h200.arch) for plan in op.candidates(problem, placement)}
+    assert names and names <= merge_script.current_names(key, h200)
+
+
 def test_the_table_merge_script_keeps_current_entries_and_drops_those_no_candidate_names(tmp_path, capsys,
                                                                                       merge_script):  # fmt: skip
     """scripts/merge_tuning_table.py: an exported table's entries merge in (a later time replaces an earlier one of
