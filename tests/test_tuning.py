@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from rust_kernels import config, tuning
+from rust_kernels.errors import ArgumentError
 from rust_kernels.families.batch_norm import activation, backward, forward, frozen_fused, residual, training
 from rust_kernels.runtime import Placement, Problem
 
@@ -202,13 +203,16 @@ def test_tune_skips_the_cases_a_run_before_journaled_without_building_their_inpu
 
 def test_tune_activation_tunes_the_families_that_fuse_one_once_per_activation(monkeypatch, tmp_path):
     """`tune --activation relu silu`: each family that fuses an activation is its own case per activation (their
-    calls apply it), each family that fuses none once; the default is ReLU alone."""
+    calls apply it), each family that fuses none once; by default each as registered; an activation a family
+    cannot take is refused, naming it."""
     torch = pytest.importorskip("torch")
     from rust_kernels.bench import baselines, tune
 
     class Family(baselines.Baseline):
         family = "batch_norm_2d_forward"
         suite = None
+
+        activations = ("relu", "silu", "hardswish")
 
         def __init__(self, activation):
             self.activation = activation
@@ -241,7 +245,7 @@ def test_tune_activation_tunes_the_families_that_fuse_one_once_per_activation(mo
     assert tune.main([*argv, "--activation", "silu", "hardswish"]) == 0
     assert sorted(called, key=lambda c: str(c[1])) == [(shape, None), (shape, "hardswish"), (shape, "silu")]
     assert benches["batch_norm_2d_training_relu"].activation == "relu"  # copies, the registered bench unchanged
-    with pytest.raises(SystemExit):
+    with pytest.raises(ArgumentError, match=r"activation: bench_relu fuses one of \['relu', .*\], got 'gelu'"):
         tune.main([*argv, "--activation", "gelu"])
 
 

@@ -24,7 +24,6 @@ from rust_kernels.bench import baselines, parse_shape, suite, unavailable
 from rust_kernels.bench.ops import device_tensors, reset_compiled
 from rust_kernels.bench.report import Shape
 from rust_kernels.errors import RustKernelsError
-from rust_kernels.families.batch_norm.training import ACTIVATIONS
 from rust_kernels.progress import Progress
 
 CALLS = ("ours", "ours_atomic")  # the columns that run our ops
@@ -38,9 +37,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shapes", default="suite", metavar="suite|FILE", help="the families' shape suite (default), "
                    "or a file of shapes, one BxCxHxW per line")  # fmt: skip
     p.add_argument("--dtype", nargs="+", default=["f32", "bf16-f32"], help="dtype keys (default: f32 bf16-f32)")
-    p.add_argument("--activation", nargs="+", choices=list(ACTIVATIONS), default=["relu"], metavar="NAME",
-                   help=f"the activations the families that fuse one are tuned with, each its own case: "
-                   f"{list(ACTIVATIONS)} (default: relu; a key of another is timed at first use)")  # fmt: skip
+    p.add_argument("--activation", nargs="+", metavar="NAME", help="the activations the families that fuse one "
+                   "are tuned with, each its own case (default: the one each is registered with; a key of another is "
+                   "timed at first use)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="time every candidate again (default: only those the cache "
                    "and the shipped table have no time for)")  # fmt: skip
     p.add_argument("--budget", type=float, default=0.0, metavar="SECONDS", help="seconds; past them no case begins "
@@ -69,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     tuning.use("force" if options.force else "on")
     import torch
 
-    # one family per activation where it fuses one (named for it), else once
-    each = (baselines.with_activation(baselines.baseline(name), a) for name in options.op for a in options.activation)
-    families = list({f.name: f for f in each}.values())
+    chosen = [baselines.baseline(name) for name in options.op]
+    if options.activation:  # a family that fuses one, once per activation (named for it)
+        chosen = [baselines.with_activation(b, a) for b in chosen for a in options.activation]
+    families = list({f.name: f for f in chosen}.values())  # one that fuses none, once
     # shape by shape in suite.spread's order: a run cut short by --budget has every family and dtype on the same
     # shapes, spread over the suite; within a shape dtype by dtype, so that families sharing inputs follow each other
     indexed = [(i, f, s, d) for d in options.dtype for f in families if d in f.dtypes

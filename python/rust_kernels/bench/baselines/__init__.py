@@ -28,7 +28,8 @@ class Baseline:
     family: str
     bench_shapes: list[Shape] = []  # noqa: RUF012 (class-level default, replaced per family)
     suite: str | None = None  # the shape suite `bench --suite` times it over (bench/suites/<suite>.json)
-    activation: str | None = None  # the activation its op fuses, where it fuses one (`with_activation`)
+    activation: str | None = None  # the activation its op fuses, where it fuses one
+    activations: tuple[str, ...] = ()  # those `with_activation` may give it instead
 
     @property
     def name(self) -> str:
@@ -79,6 +80,8 @@ def with_activation(b: Baseline, activation: str) -> Baseline:
     columns all apply it; `b` itself where it fuses none."""
     if b.activation is None:
         return b
+    if activation not in b.activations:
+        raise ArgumentError(f"activation: {b.name} fuses one of {list(b.activations)}, got {activation!r}")
     other = copy.copy(b)
     other.activation = activation
     return other

@@ -11,12 +11,13 @@ from typing import Any
 from rust_kernels import ops
 from rust_kernels.bench.baselines import Baseline, register
 from rust_kernels.dtypes import DTYPES, activations
+from rust_kernels.families.batch_norm.training import ACTIVATIONS
 
 EPS = 1e-5
 
 
 def _torch_activation(name: str) -> Callable[[Any], Any]:
-    """PyTorch's function of a fused activation (training.ACTIVATIONS' names): the eager and compiled columns' maths."""
+    """PyTorch's function of a fused activation (one of ACTIVATIONS): the eager and compiled columns' maths."""
     import torch.nn.functional as F
 
     return {"relu": F.relu, "silu": F.silu, "relu6": F.relu6, "hardswish": F.hardswish}[name]
@@ -168,6 +169,8 @@ class Training(Baseline):
     bench_shapes = [(32, 256, 56, 56), (128, 64, 112, 112), (256, 64, 28, 28), (64, 512, 28, 28),  # noqa: RUF012
                     (128, 1024, 14, 14), (128, 2048, 7, 7), (8, 32, 8, 8)]  # fmt: skip
 
+    activations = tuple(ACTIVATIONS)
+
     def __init__(self, channels_last: bool, activation: str | None = None) -> None:
         self.channels_last = channels_last
         self.activation = activation  # fused after the normalisation: the act ops against BN then the activation
@@ -314,6 +317,7 @@ class EvalFused(Baseline):
 
     suite = "batch_norm_2d"
     bench_shapes = ForwardInference.bench_shapes
+    activations = tuple(ACTIVATIONS)
 
     def __init__(self, channels_last: bool, residual: bool) -> None:
         self.channels_last, self.residual = channels_last, residual
