@@ -24,9 +24,9 @@ step() {  # NAME SECONDS COMMAND...
     timeout "$s" python -m rust_kernels "$@" > "$OUT/$name.log" 2>&1
     echo "$name rc $? at $SECONDS s"; tr '\r' '\n' < "$OUT/$name.log" | grep -v "^\[" | tail -4
 }
-step check_eval_fused 270 check --family batch_norm_2d_act_eval_forward batch_norm_2d_act_eval_backward \
+step check_eval_fused $(( total * 45 / 100 )) check --family batch_norm_2d_act_eval_forward batch_norm_2d_act_eval_backward \
     batch_norm_2d_add_relu_eval_forward batch_norm_2d_add_relu_eval_backward
-step bench_eval_forward 100 bench --skip-launch --dtype f32 bf16-f32 --shapes 8x32x8x8 32x256x56x56 \
+step bench_eval_forward $(( total * 17 / 100 )) bench --skip-launch --dtype f32 bf16-f32 --shapes 8x32x8x8 32x256x56x56 \
     128x64x112x112 32x512x28x28 128x2048x7x7 --family batch_norm_2d_eval_forward_channels_last \
     batch_norm_2d_act_eval_forward_channels_last batch_norm_2d_add_relu_eval_forward_channels_last --out "$OUT/bench"
 step models $(( total - SECONDS - 20 )) bench --models resnet50 --bn frozen --memory-format channels_last \
