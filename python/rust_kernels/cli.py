@@ -134,6 +134,8 @@ def _commands() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rust_kernels.check import shard_option  # by name: `check` below is the subcommand's parser
+
     summary, *_, epilog = __doc__.split("\n\n")
     parser = argparse.ArgumentParser(prog="python -m rust_kernels", description=summary, epilog=epilog)
     commands = parser.add_subparsers(dest="command", required=True, title="commands", metavar="<command>")
@@ -151,8 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--export", type=Path, help="also copy the entries into this directory, a cache to carry")
     build.add_argument("--prebuilt", action="store_true", help="also copy them into the package (for a wheel)")
     build.add_argument("--jobs", type=_jobs, help="builds at a time (default: one per CPU)")
-    from rust_kernels.check import shard_option
-
     check = command("check")
     check.add_argument("--backend", choices=("cuda", "host"), default="cuda", help="the GPU (default) or the emulator")
     check.add_argument("--family", nargs="+", help="only these families (default: all)")
