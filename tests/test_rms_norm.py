@@ -161,3 +161,30 @@ def test_the_benchmark_columns_run_on_cpu_tensors():
     # both within a bf16 rounding (2^-8) and a few f32 ones of the exact value
     assert np.allclose(ours.astype(np.float64), want.float().numpy(), rtol=2**-7 + 2**-16, atol=0)
     assert calls["bound"]().shape == (4, 33)
+
+
+@pytest.mark.parametrize("key", ["f32", "bf16-f32"])
+def test_the_torch_operator_matches_the_op_and_passes_opcheck_on_cpu(key):
+    torch = pytest.importorskip("torch")
+    import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+    x, weight = data((5, 33), key)
+    want = ops.rms_norm_forward(x, weight, eps=1e-5, backend="host")
+    as_tensor = {"f32": torch.from_numpy, "bf16-f32": lambda a: torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)}
+    tx, tweight = as_tensor[key](x), torch.from_numpy(weight)
+    got = torch.ops.rust_kernels.rms_norm_forward(tx, tweight, 1e-5)
+    assert got.dtype == tx.dtype and np.array_equal(got.float().numpy(), want.astype(np.float32))  # the same kernel
+    torch.library.opcheck(torch.ops.rust_kernels.rms_norm_forward, (tx, tweight, 1e-5))
+
+
+def test_differentiating_the_torch_operator_raises_rather_than_giving_no_gradient():
+    """The op declares no gradient: autograd's fallback would leave x.grad None with a warning."""
+    torch = pytest.importorskip("torch")
+    import rust_kernels.torch  # noqa: F401 (defines torch.ops.rust_kernels)
+
+    x, weight = (torch.from_numpy(a) for a in data((3, 8)))
+    y = torch.ops.rust_kernels.rms_norm_forward(x.requires_grad_(), weight)
+    with pytest.raises(NotImplementedError, match="rms_norm_forward: it has no backward"):
+        y.sum().backward()
+    with torch.no_grad():  # inference with parameters that require gradients runs
+        assert torch.ops.rust_kernels.rms_norm_forward(x, weight.requires_grad_()).shape == (3, 8)

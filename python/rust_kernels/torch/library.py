@@ -290,25 +290,32 @@ def _autograd_kernel(op: Op, setup_context: Callable[..., Any], backward_fn: Cal
     return kernel
 
 
-def _no_double_backward(name: str) -> Callable[..., Any]:
-    def refuse(ctx: Any, *_: Any) -> Any:
-        raise NotImplementedError(f"rust_kernels::{name}: double backward is not implemented")
-
-    return refuse
-
-
 def _nothing_saved(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    """A backward op's setup_context: its own backward (double backward) refuses, reading nothing."""
+    """The setup_context of an op whose backward refuses (a backward op's own, an op declared without a gradient),
+    reading nothing."""
 
 
 _DEFINED: dict[str, Op] = {}
-_BACKWARDS: set[str] = set()  # backward ops whose own backward (double backward) is registered as refused
+
+
+def _refuse_backward(op: Op) -> None:
+    """Registers `op`'s Autograd kernel as refusing its backward: a backward op's (double backward), or that of an op
+    declared without a gradient. Autograd's fallback for an op without an Autograd kernel would instead leave its
+    inputs without gradients, with a warning only."""
+    double = any(o.gradient is not None and o.gradient.backward == op.name for o in registry.ops())
+    why = "double backward is not implemented" if double else "it has no backward (its declaration names no gradient)"
+
+    def refuse(ctx: Any, *_: Any) -> Any:
+        raise NotImplementedError(f"rust_kernels::{op.name}: {why}")
+
+    _LIBRARY.impl(op.name, _autograd_kernel(op, _nothing_saved, refuse), "Autograd", with_keyset=True)
 
 
 def define(op: Op) -> None:
     """Defines `rust_kernels::<op.name>` with its CUDA, CPU and fake kernels, and the autograd of its declared
-    pairing (a backward op defined before it, or with it by define_registry). A user's op declared with torch=True
-    and registered after rust_kernels.torch was imported becomes an operator through this."""
+    pairing (a backward op defined before it, or with it by define_registry); differentiating an op without one
+    raises. A user's op declared with torch=True and registered after rust_kernels.torch was imported becomes an
+    operator through this."""
     if _DEFINED.get(op.name) is op:
         return
     qualified = f"{NAMESPACE}::{op.name}"
@@ -319,17 +326,14 @@ def define(op: Op) -> None:
     _LIBRARY.impl(op.name, lambda *args, **kwargs: run_host(op, *args, **kwargs), "CPU")
     torch.library.register_fake(qualified, _fake(op), lib=_LIBRARY)
     _DEFINED[op.name] = op
-    if op.gradient is not None:
-        backward = _DEFINED.get(op.gradient.backward)
-        if backward is None:
-            raise ArgumentError(f"op {op.name}: its backward {op.gradient.backward!r} is not a defined torch op")
-        setup_context, backward_fn = _autograd(op, backward)
-        _LIBRARY.impl(op.name, _autograd_kernel(op, setup_context, backward_fn), "Autograd", with_keyset=True)
-        if backward.name not in _BACKWARDS:
-            refuse = _no_double_backward(backward.name)
-            _LIBRARY.impl(backward.name, _autograd_kernel(backward, _nothing_saved, refuse), "Autograd",
-                          with_keyset=True)  # fmt: skip
-            _BACKWARDS.add(backward.name)
+    if op.gradient is None:
+        _refuse_backward(op)
+        return
+    backward = _DEFINED.get(op.gradient.backward)
+    if backward is None:
+        raise ArgumentError(f"op {op.name}: its backward {op.gradient.backward!r} is not a defined torch op")
+    setup_context, backward_fn = _autograd(op, backward)
+    _LIBRARY.impl(op.name, _autograd_kernel(op, setup_context, backward_fn), "Autograd", with_keyset=True)
 
 
 def define_registry() -> tuple[str, ...]:

@@ -112,6 +112,7 @@ RMS_NORM = Op(
     choose=choose,
     kernels=KERNELS,
     aligned=(),  # the kernel loads one element at a time: its plan does not depend on the addresses
+    torch=True,
 )
 
 OPS = (RMS_NORM,)
